@@ -1,0 +1,98 @@
+"""Console entry points `a3c-train` and `a3c-eval`: parse, call, report, exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from a3c.errors import UsageError
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def _guarded(prog: str, body: Callable[[], int]) -> int:
+    """Run `body`; bad input becomes one line on stderr and exit code 2."""
+    try:
+        return body()
+    except UsageError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def train_main(argv: Sequence[str] | None = None) -> int:
+    from a3c.config import build_parser, config_from_args
+
+    parser = build_parser("a3c-train")
+    parser.add_argument("--quiet", action="store_true", default=False, help="no progress output")
+    args = parser.parse_args(argv)
+    quiet = args.quiet
+    del args.quiet
+
+    def body() -> int:
+        config, preset = config_from_args(args)
+        from a3c.trainer import TrainingFailed, format_summary, train
+
+        if preset is not None and not quiet:
+            print(f"a3c: settings from {preset}", flush=True)
+        try:
+            result = train(config, quiet=quiet)
+        except TrainingFailed as error:
+            print(f"a3c-train: training failed: {error}", file=sys.stderr)
+            return EXIT_FAILED
+        if not quiet:
+            print(format_summary(result), flush=True)
+        return EXIT_INTERRUPTED if result.interrupted else 0
+
+    return _guarded("a3c-train", body)
+
+
+def eval_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="a3c-eval", description="Play a saved agent and report its scores."
+    )
+    parser.add_argument("path", help="checkpoint file, or a run folder (uses its best.pt)")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes to play (default: 10)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="episode i starts from reset(seed + i) (default: the seed the evaluator used)",
+    )
+    policy = parser.add_mutually_exclusive_group()
+    policy.add_argument(
+        "--greedy",
+        dest="greedy",
+        action="store_true",
+        default=None,
+        help="always take the most probable action",
+    )
+    policy.add_argument(
+        "--sample", dest="greedy", action="store_false", help="sample actions from the policy"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        from a3c.evaluator import evaluate_checkpoint
+
+        if args.episodes < 1:
+            raise UsageError(f"--episodes must be >= 1 (got {args.episodes})")
+        report = evaluate_checkpoint(
+            args.path, episodes=args.episodes, seed=args.seed, greedy=args.greedy
+        )
+        print(json.dumps(report) if args.json else format_report(report))
+        return 0
+
+    return _guarded("a3c-eval", body)
+
+
+def format_report(report: dict[str, object]) -> str:
+    return (
+        f"{report['env']} ({report['episodes']} episodes, {report['policy']}, "
+        f"seed {report['seed']}): score {report['mean']:.2f} ± {report['std']:.2f}, "
+        f"min {report['min']:g}, max {report['max']:g}, mean length {report['mean_length']:.1f}"
+    )

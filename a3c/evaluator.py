@@ -1,0 +1,223 @@
+"""Evaluation: play whole episodes with a frozen copy of the shared weights."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from a3c.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
+from a3c.config import TrainConfig
+from a3c.envs import EnvInfo, make_env
+from a3c.errors import UsageError
+from a3c.metrics import EvalRecord
+from a3c.model import ActorCritic, build_model
+from a3c.worker import SharedObjects, parent_alive
+
+# Evaluation episodes use their own seeds, apart from every worker's (seed + rank).
+EVAL_SEED_OFFSET = 1_000_000
+
+
+@dataclass(frozen=True)
+class EpisodeScores:
+    """Real (unclipped) scores and lengths of evaluation episodes."""
+
+    scores: list[float]
+    lengths: list[int]
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.scores))
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.scores))
+
+    def record(self, step: int, seconds: float) -> EvalRecord:
+        return EvalRecord(
+            step=step,
+            seconds=round(seconds, 3),
+            mean=self.mean,
+            std=self.std,
+            min=float(np.min(self.scores)),
+            max=float(np.max(self.scores)),
+            mean_length=float(np.mean(self.lengths)),
+        )
+
+
+class EvaluationInterrupted(Exception):
+    """Training is stopping; an evaluation in progress is abandoned."""
+
+
+# Steps between two looks at the stop flag while playing: an Atari episode can last minutes.
+_STOP_CHECK_STEPS = 200
+
+
+@torch.no_grad()
+def play_episodes(
+    model: ActorCritic,
+    env: gym.Env,
+    episodes: int,
+    seed: int,
+    greedy: bool,
+    stop: Any = None,
+) -> EpisodeScores:
+    """Play `episodes` episodes; episode i starts from reset(seed=seed + i).
+
+    With the same weights, seed and policy the result is the same every time, so a score
+    logged during training can be reproduced by `a3c-eval`. Raises `EvaluationInterrupted`
+    soon after the event `stop` is set.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    scores, lengths = [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        state = model.initial_state()
+        for step in itertools.count(1):
+            if stop is not None and step % _STOP_CHECK_STEPS == 0 and stop.is_set():
+                raise EvaluationInterrupted
+            action, state = model.act(
+                torch.as_tensor(obs).unsqueeze(0), state, greedy=greedy, generator=generator
+            )
+            obs, _, terminated, truncated, info = env.step(int(action.item()))
+            if terminated or truncated:
+                scores.append(float(info["episode"]["r"]))
+                lengths.append(int(info["episode"]["l"]))
+                break
+    return EpisodeScores(scores, lengths)
+
+
+class Evaluator:
+    """Evaluates the shared weights every `eval_interval` steps and keeps best.pt."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        shared: SharedObjects,
+        best_checkpoint: Path,
+        start_time: float,
+        best_score: float | None = None,
+    ) -> None:
+        self.config = config
+        self.shared = shared
+        self.best_checkpoint = best_checkpoint
+        self.start_time = start_time
+        self.best_score = -math.inf if best_score is None else best_score
+        self.env = make_env(config.env)
+        self.model = build_model(config, EnvInfo.of(self.env))
+        self.model.eval()
+        self.last_step: int | None = None
+        self.next_step = self._next_after(shared.steps_done)
+
+    def _next_after(self, step: int) -> int:
+        interval = self.config.eval_interval
+        return (step // interval + 1) * interval
+
+    def close(self) -> None:
+        self.env.close()
+
+    @property
+    def due(self) -> bool:
+        return self.shared.steps_done >= self.next_step
+
+    def evaluate(self) -> EvalRecord:
+        """Evaluate the shared weights as they are now; write best.pt if they did best."""
+        step = self.shared.steps_done
+        snapshot = build_checkpoint(
+            model=self.shared.model,
+            optimizer=self.shared.optimizer,
+            config=self.config,
+            step=step,
+            episodes=self.shared.episodes_done,
+            best_score=None,
+        )
+        self.model.load_state_dict(snapshot["model"])
+        scores = play_episodes(
+            self.model,
+            self.env,
+            self.config.eval_episodes,
+            seed=self.config.seed + EVAL_SEED_OFFSET,
+            greedy=self.config.eval_policy == "greedy",
+            stop=self.shared.stop,
+        )
+        record = scores.record(step, time.time() - self.start_time)
+        if record.mean > self.best_score:
+            self.best_score = record.mean
+            snapshot["best_score"] = record.mean
+            save_checkpoint(snapshot, self.best_checkpoint)
+        self.shared.messages.put(record)
+        self.last_step = step
+        self.next_step = self._next_after(step)
+        return record
+
+
+def run_evaluator(
+    config: TrainConfig,
+    shared: SharedObjects,
+    best_checkpoint: Path,
+    start_time: float,
+    training_done: Any,
+) -> None:
+    """Entry point of the evaluation process; evaluates the final weights once training ends."""
+    torch.set_num_threads(1)
+    evaluator = Evaluator(config, shared, best_checkpoint, start_time)
+    with contextlib.suppress(EvaluationInterrupted), contextlib.closing(evaluator):
+        while not shared.stop.is_set() and parent_alive():
+            if training_done.is_set():
+                if evaluator.last_step != shared.steps_done:
+                    evaluator.evaluate()
+                break
+            if evaluator.due:
+                evaluator.evaluate()
+            else:
+                training_done.wait(0.05)
+
+
+def evaluate_checkpoint(
+    path: str | Path, episodes: int, seed: int | None = None, greedy: bool | None = None
+) -> dict[str, Any]:
+    """Rebuild env and model from a checkpoint and play it; the report `a3c-eval` prints.
+
+    By default the seed and policy are the ones the training evaluator used, so the mean
+    equals the evaluation score logged for the same weights.
+    """
+    checkpoint = load_checkpoint(path)
+    config = TrainConfig.from_dict(checkpoint["config"], source=f"{path} config")
+    seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
+    greedy = config.eval_policy == "greedy" if greedy is None else greedy
+    env = make_env(config.env)
+    try:
+        model = build_model(config, EnvInfo.of(env))
+        try:
+            model.load_state_dict(checkpoint["model"])
+        except (RuntimeError, KeyError) as error:
+            raise UsageError(
+                f"{path}: weights do not fit the model its config describes"
+            ) from error
+        model.eval()
+        scores = play_episodes(model, env, episodes, seed=seed, greedy=greedy)
+    finally:
+        env.close()
+    return {
+        "checkpoint": str(path),
+        "env": config.env,
+        "step": checkpoint["step"],
+        "episodes": episodes,
+        "seed": seed,
+        "policy": "greedy" if greedy else "sample",
+        "mean": scores.mean,
+        "std": scores.std,
+        "min": min(scores.scores),
+        "max": max(scores.scores),
+        "mean_length": float(np.mean(scores.lengths)),
+        "scores": scores.scores,
+        "lengths": scores.lengths,
+    }

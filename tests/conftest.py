@@ -1,0 +1,57 @@
+"""Helpers shared by the tests: run the real console commands and look for stray processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def leftover_processes(marker: str) -> list[int]:
+    """PIDs of live processes whose environment carries `marker` (children inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if f"A3C_TEST_MARKER={marker}".encode() in environ and "State:\tZ" not in status:
+            found.append(int(entry.name))
+    return found
+
+
+class Cli:
+    """Runs a3c-train / a3c-eval in a subprocess tagged with a unique marker."""
+
+    def __init__(self) -> None:
+        self.marker = uuid.uuid4().hex
+        self.env = {**os.environ, "A3C_TEST_MARKER": self.marker, "PYTHONUNBUFFERED": "1"}
+
+    def run(
+        self, command: str, *args: str, timeout: float = 300, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / command), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+            cwd=cwd,
+        )
+
+    def leftovers(self) -> list[int]:
+        return leftover_processes(self.marker)
+
+
+@pytest.fixture
+def cli() -> Cli:
+    return Cli()

@@ -1,0 +1,51 @@
+"""Bad input through the real commands: one line on stderr, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def assert_one_line_usage_error(result, expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert expected in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--env", "CartPol-v1"], "unknown environment 'CartPol-v1'; did you mean CartPole-v1"),
+        (["--env", "Pendulum-v1"], "Box action space; a3c supports discrete actions only"),
+        (["--workers", "-1"], "--workers must be >= 0 (got -1)"),
+        (["--total-steps", "0"], "--total-steps must be >= 1 (got 0)"),
+        (["--t-max", "-5"], "--t-max must be >= 1"),
+        (["--lr", "0"], "--lr must be > 0 (got 0.0)"),
+        (["--lr", "-0.001"], "--lr must be > 0"),
+        (["--eval-interval", "0"], "--eval-interval must be >= 1"),
+        (["--workers", "two"], "argument --workers: invalid int value: 'two'"),
+        (["--advantage", "td"], "argument --advantage: invalid choice: 'td'"),
+        (["--config", "/nonexistent/a3c.toml"], "config file not found: /nonexistent/a3c.toml"),
+    ],
+)
+def test_train_refuses_bad_input(cli, tmp_path: Path, args: list[str], expected: str) -> None:
+    result = cli.run("a3c-train", *args, "--run-dir", str(tmp_path), timeout=120)
+    assert_one_line_usage_error(result, expected)
+    assert not any(tmp_path.iterdir()), "no run folder may be created for bad input"
+
+
+def test_train_refuses_unknown_config_key(cli, tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('env = "CartPole-v1"\nlearning_rate = 0.1\n')
+    result = cli.run("a3c-train", "--config", str(config), "--run-dir", str(tmp_path / "runs"))
+    assert_one_line_usage_error(result, "unknown setting 'learning_rate'")
+
+
+def test_help_lists_every_option(cli) -> None:
+    result = cli.run("a3c-train", "--help")
+    assert result.returncode == 0
+    for flag in ("--env", "--workers", "--total-steps", "--t-max", "--gae-lambda", "--no-lstm"):
+        assert flag in result.stdout

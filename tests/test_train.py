@@ -1,0 +1,131 @@
+"""End to end: the real `a3c-train` command, real processes, real files on disk."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from a3c.checkpoint import load_checkpoint
+from a3c.config import TrainConfig, load_toml
+from a3c.trainer import train
+
+# A policy that always pushes one way scores about 9; a uniformly random one about 22.
+CLEARLY_ABOVE_RANDOM = 100.0
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as file:
+        return list(csv.DictReader(file))
+
+
+def only_run_folder(parent: Path) -> Path:
+    (run,) = list(parent.iterdir())
+    return run
+
+
+def wait_for_no_leftovers(cli, seconds: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while (left := cli.leftovers()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_two_workers_learn_cartpole_and_leave_a_complete_run(cli, tmp_path: Path) -> None:
+    result = cli.run(
+        "a3c-train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "2",
+        "--seed",
+        "1",
+        "--total-steps",
+        "40000",
+        "--run-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert wait_for_no_leftovers(cli) == []
+
+    run = only_run_folder(tmp_path)
+    assert run.name.startswith("CartPole-v1-")
+    config = TrainConfig.from_dict(load_toml(run / "config.toml"))
+    assert (config.workers, config.total_steps, config.seed) == (2, 40000, 1)
+
+    evals = read_csv(run / "eval.csv")
+    steps = [int(row["step"]) for row in evals]
+    assert steps == sorted(steps) and steps[-1] >= 40000
+    assert max(float(row["mean"]) for row in evals) >= CLEARLY_ABOVE_RANDOM
+
+    episodes = read_csv(run / "episodes.csv")
+    assert {row["worker"] for row in episodes} == {"0", "1"}
+    assert sum(int(row["length"]) for row in episodes) <= 40000 + 2 * config.t_max
+
+    latest = load_checkpoint(run / "checkpoints" / "latest.pt")
+    assert latest["step"] >= 40000
+    best = load_checkpoint(run / "checkpoints" / "best.pt")
+    assert best["best_score"] == max(float(row["mean"]) for row in evals)
+
+    # The best checkpoint replays to the score the evaluator logged for it.
+    replay = cli.run("a3c-eval", str(run), "--json", timeout=120)
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout)["mean"] == pytest.approx(best["best_score"])
+
+
+def test_serial_mode_runs_in_process(tmp_path: Path) -> None:
+    config = TrainConfig(
+        env="CartPole-v1",
+        workers=0,
+        total_steps=3000,
+        eval_interval=1000,
+        eval_episodes=2,
+        run_dir=str(tmp_path),
+    )
+    result = train(config, quiet=True)
+    assert result.steps >= 3000 and not result.interrupted
+    evals = read_csv(result.run_dir / "eval.csv")
+    assert [int(row["step"]) // 1000 for row in evals][:3] == [1, 2, 3]
+    assert (result.run_dir / "checkpoints" / "latest.pt").is_file()
+
+
+def test_target_score_stops_training_early(tmp_path: Path) -> None:
+    config = TrainConfig(
+        env="CartPole-v1",
+        workers=0,
+        total_steps=50_000,
+        eval_interval=500,
+        eval_episodes=1,
+        target_score=5.0,
+        run_dir=str(tmp_path),
+    )
+    result = train(config, quiet=True)
+    assert result.steps < 1000
+
+
+@pytest.mark.slow
+def test_sixteen_workers_on_two_cores_run_to_the_budget(cli, tmp_path: Path) -> None:
+    result = cli.run(
+        "a3c-train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "16",
+        "--total-steps",
+        "20000",
+        "--eval-interval",
+        "5000",
+        "--run-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert wait_for_no_leftovers(cli) == []
+    run = only_run_folder(tmp_path)
+    assert load_checkpoint(run / "checkpoints" / "latest.pt")["step"] >= 20000
+    workers = {row["worker"] for row in read_csv(run / "episodes.csv")}
+    assert workers == {str(rank) for rank in range(16)}

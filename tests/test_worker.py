@@ -1,0 +1,102 @@
+"""The worker: gradient hand-off, the per-rollout step counter, the update it makes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+
+import torch
+
+from a3c.config import TrainConfig
+from a3c.envs import describe_env
+from a3c.metrics import EpisodeRecord
+from a3c.model import build_model
+from a3c.optim import SharedAdam, make_shared_optimizer
+from a3c.worker import SharedObjects, Worker, apply_gradients
+
+
+def test_shared_optimizer_sees_exactly_each_updates_gradient() -> None:
+    """Update i uses loss i * sum(w): its true gradient is i for every weight.
+
+    The classic early-return hand-off fed the optimiser 1, 3, 6, 10 ... instead.
+    """
+    torch.manual_seed(0)
+    local = torch.nn.Linear(3, 2)
+    shared = torch.nn.Linear(3, 2)
+    shared.load_state_dict(local.state_dict())
+    shared.share_memory()
+    optimizer = SharedAdam(shared.parameters(), lr=1e-3)
+    seen: list[list[torch.Tensor]] = []
+    optimizer.register_step_pre_hook(
+        lambda opt, args, kwargs: seen.append([p.grad.clone() for p in shared.parameters()])
+    )
+    for i in range(1, 6):
+        local.load_state_dict(shared.state_dict())
+        loss = i * sum(p.sum() for p in local.parameters())
+        apply_gradients(local, shared, optimizer, loss, max_grad_norm=1e9)
+    assert len(seen) == 5
+    for i, grads in enumerate(seen, start=1):
+        for grad in grads:
+            assert torch.equal(grad, torch.full_like(grad, float(i)))
+
+
+def test_gradient_is_clipped_to_max_norm() -> None:
+    local, shared = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(shared.parameters(), lr=0.0)
+    loss = 100 * sum(p.sum() for p in local.parameters())
+    norm = apply_gradients(local, shared, optimizer, loss, max_grad_norm=1.0)
+    assert norm > 1.0
+    clipped = torch.cat([p.grad.flatten() for p in shared.parameters()]).norm()
+    assert abs(clipped.item() - 1.0) < 1e-5
+
+
+def make_shared(config: TrainConfig) -> SharedObjects:
+    model = build_model(config, describe_env(config.env))
+    model.share_memory()
+    return SharedObjects(
+        model=model,
+        optimizer=make_shared_optimizer(
+            config.optimizer,
+            model.parameters(),
+            config.lr,
+            config.optimizer_eps,
+            config.rmsprop_alpha,
+        ),
+        step_counter=mp.Value("q", 0),
+        episode_counter=mp.Value("q", 0),
+        stop=mp.Event(),
+        messages=queue.SimpleQueue(),
+    )
+
+
+def test_counter_grows_once_per_rollout_by_its_length() -> None:
+    config = TrainConfig(env="CartPole-v1", workers=0, t_max=7)
+    shared = make_shared(config)
+    worker = Worker(0, config, shared)
+    before = [p.detach().clone() for p in shared.model.parameters()]
+    totals = [worker.train_once() for _ in range(40)]
+    worker.close()
+    steps = [b - a for a, b in zip([0, *totals], totals, strict=False)]
+    assert all(1 <= s <= 7 for s in steps)
+    assert shared.steps_done == sum(steps)
+    episodes = []
+    while not shared.messages.empty():
+        episodes.append(shared.messages.get())
+    assert all(isinstance(e, EpisodeRecord) for e in episodes)
+    # A rollout stops early only at an episode end, which reports one episode.
+    ended_at = [e.step for e in episodes]
+    assert len(set(ended_at)) == len(episodes) == shared.episodes_done
+    assert all(total in ended_at for s, total in zip(steps, totals, strict=True) if s < 7)
+    assert sum(e.length for e in episodes) <= shared.steps_done
+    assert any(
+        not torch.equal(p, b) for p, b in zip(shared.model.parameters(), before, strict=True)
+    )
+
+
+def test_learning_rate_decays_linearly_with_the_global_step() -> None:
+    config = TrainConfig(lr=1e-3, lr_decay=True, total_steps=1000)
+    assert config.learning_rate_at(0) == 1e-3
+    assert abs(config.learning_rate_at(250) - 7.5e-4) < 1e-12
+    assert config.learning_rate_at(1000) == 0.0
+    assert config.learning_rate_at(2000) == 0.0
+    assert TrainConfig(lr=1e-3).learning_rate_at(999) == 1e-3
