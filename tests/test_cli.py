@@ -49,3 +49,13 @@ def test_help_lists_every_option(cli) -> None:
     assert result.returncode == 0
     for flag in ("--env", "--workers", "--total-steps", "--t-max", "--gae-lambda", "--no-lstm"):
         assert flag in result.stdout
+
+
+def test_readme_documents_every_option() -> None:
+    from a3c.config import build_parser
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for action in build_parser()._actions:
+        for flag in action.option_strings:
+            if flag.startswith("--") and not flag.startswith("--no-") and flag != "--help":
+                assert f"`{flag}" in readme, f"README does not document {flag}"
