@@ -27,7 +27,7 @@ def _option(
     *,
     help: str,
     default_factory: Any = dataclasses.MISSING,
-    choices: tuple[str, ...] | None = None,
+    choices: tuple[str, ...] | tuple[int, ...] | None = None,
     minimum: float | None = None,
     above: float | None = None,
     maximum: float | None = None,
@@ -98,11 +98,27 @@ class TrainConfig:
         False, help="learn from rewards clipped to [-1, 1]; logged scores stay unclipped"
     )
     lstm: bool = _option(True, help="LSTM actor-critic; --no-lstm gives the feed-forward A3C FF")
+    frame_size: int = _option(
+        42,
+        help="Atari frames are resized to this square: 42 with the conv encoder of "
+        "pytorch-a3c, 84 with the A3C paper's",
+        choices=(42, 84),
+    )
+    life_loss_terminal: bool = _option(
+        False,
+        help="Atari: learn as if a lost life ended the episode; logged scores are whole games",
+    )
     hidden_size: int = _option(128, help="width of the encoder output and the LSTM", minimum=1)
     eval_interval: int = _option(
         10_000, help="evaluate the shared weights every this many agent steps", minimum=1
     )
     eval_episodes: int = _option(10, help="episodes per evaluation", minimum=1)
+    eval_max_steps: int = _option(
+        10_000,
+        help="cut an evaluation episode after this many agent steps, so a policy that stalls "
+        "cannot hang the evaluator",
+        minimum=1,
+    )
     eval_policy: str = _option(
         "greedy",
         help="evaluation actions: the most probable one, or sampled from the policy",
@@ -126,7 +142,7 @@ class TrainConfig:
             flag = _flag(f.name)
             if meta["choices"] is not None and value not in meta["choices"]:
                 raise UsageError(
-                    f"{flag} must be one of {', '.join(meta['choices'])} (got {value!r})"
+                    f"{flag} must be one of {', '.join(map(str, meta['choices']))} (got {value!r})"
                 )
             if isinstance(value, float) and not math.isfinite(value):
                 raise UsageError(f"{flag} must be a finite number (got {value})")
@@ -248,12 +264,21 @@ def preset_dirs() -> list[Path]:
     return [path for path in (packaged, checkout) if path.is_dir()]
 
 
+ATARI_PRESET = "atari.toml"
+
+
 def find_preset(env_id: str) -> Path | None:
-    """The shipped preset whose `env` is `env_id`, if there is one."""
+    """The shipped preset whose `env` is `env_id`; for other Atari games, atari.toml."""
     for folder in preset_dirs():
         for path in sorted(folder.glob("*.toml")):
             if load_toml(path).get("env") == env_id:
                 return path
+    from a3c.envs import is_atari  # imports gymnasium: only when no preset names the id
+
+    if is_atari(env_id):
+        for folder in preset_dirs():
+            if (folder / ATARI_PRESET).is_file():
+                return folder / ATARI_PRESET
     return None
 
 

@@ -1,8 +1,21 @@
-"""Environment construction: one `make_env` for training, evaluation and `a3c-eval`."""
+"""Environment construction: one `make_env` for training, evaluation and `a3c-eval`.
+
+Atari games come from ale-py, whose ROMs ship inside the package. Two id families behave
+differently, and their scores are not comparable:
+
+- ``<Game>NoFrameskip-v4``: the emulator steps one frame per action; our wrapper repeats
+  each action for 4 frames and max-pools the last two (Mnih et al. 2015). Deterministic
+  apart from 1-30 no-op actions at the start of each episode.
+- ``ALE/<Game>-v5``: the emulator itself repeats each action for 4 frames and, with
+  probability 0.25 per frame, repeats the previous action instead (sticky actions,
+  Machado et al. 2018). The wrapper does not skip again, so an agent step is 4 frames in
+  both families.
+"""
 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 import ale_py
@@ -14,6 +27,9 @@ from a3c.errors import UsageError
 # Importing ale_py registers the Atari ids; saying so keeps every process, spawned
 # workers included, seeing the same registry.
 gym.register_envs(ale_py)
+
+ATARI_FRAME_SKIP = 4
+ATARI_NOOP_MAX = 30
 
 
 @dataclass(frozen=True)
@@ -38,21 +54,51 @@ def _check_registered(env_id: str) -> None:
     registry = gym.envs.registry
     if env_id in registry:
         return
+    removed = re.fullmatch(r"(\w+?)Deterministic-v[04]", env_id)
+    if removed:
+        game = removed.group(1)
+        raise UsageError(
+            f"{env_id} was removed from ale-py; use {game}NoFrameskip-v4 "
+            f"(a3c skips 4 frames itself) or ALE/{game}-v5 (sticky actions)"
+        )
     close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise UsageError(f"unknown environment {env_id!r}{hint}")
 
 
-def make_env(env_id: str) -> gym.Env:
-    """The environment with the wrappers a3c uses; episode statistics are the real scores."""
+def is_atari(env_id: str) -> bool:
+    """True for ids whose environment is ale-py's emulator."""
     _check_registered(env_id)
+    entry_point = gym.spec(env_id).entry_point
+    return isinstance(entry_point, str) and entry_point.startswith("ale_py")
+
+
+def make_env(env_id: str, frame_size: int = 42) -> gym.Env:
+    """The environment with the wrappers a3c uses.
+
+    `RecordEpisodeStatistics` is outermost, so the episode scores it reports are the
+    game's real, unclipped scores of whole games. Atari frames become `frame_size` squared
+    grayscale uint8 images.
+    """
+    _check_registered(env_id)
+    if not is_atari(env_id):
+        return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
     env = gym.make(env_id)
+    emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
+    env = gym.wrappers.AtariPreprocessing(
+        env,
+        noop_max=ATARI_NOOP_MAX,
+        frame_skip=1 if emulator_skips else ATARI_FRAME_SKIP,
+        screen_size=frame_size,
+        grayscale_obs=True,
+        scale_obs=False,  # uint8 frames: four times less to copy; the model scales them
+    )
     return gym.wrappers.RecordEpisodeStatistics(env)
 
 
-def describe_env(env_id: str) -> EnvInfo:
+def describe_env(env_id: str, frame_size: int = 42) -> EnvInfo:
     """Check that a3c can train on `env_id` and return its shapes; `UsageError` if not."""
-    env = make_env(env_id)
+    env = make_env(env_id, frame_size=frame_size)
     env.close()
     action_space, observation_space = env.action_space, env.observation_space
     if not isinstance(action_space, gym.spaces.Discrete):
@@ -60,8 +106,12 @@ def describe_env(env_id: str) -> EnvInfo:
             f"{env_id} has a {type(action_space).__name__} action space; "
             "a3c supports discrete actions only"
         )
-    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) not in (
+        1,
+        2,
+    ):
         raise UsageError(
-            f"{env_id} has observations {observation_space}; a3c supports flat vectors"
+            f"{env_id} has observations {observation_space}; "
+            "a3c supports flat vectors and Atari frames"
         )
     return EnvInfo.of(env)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -68,30 +67,34 @@ def play_episodes(
     episodes: int,
     seed: int,
     greedy: bool,
+    max_steps: int,
     stop: Any = None,
 ) -> EpisodeScores:
     """Play `episodes` episodes; episode i starts from reset(seed=seed + i).
 
     With the same weights, seed and policy the result is the same every time, so a score
-    logged during training can be reproduced by `a3c-eval`. Raises `EvaluationInterrupted`
-    soon after the event `stop` is set.
+    logged during training can be reproduced by `a3c-eval`. An episode is cut after
+    `max_steps` steps and scored as it stands. Raises `EvaluationInterrupted` soon after
+    the event `stop` is set.
     """
     generator = torch.Generator().manual_seed(seed)
     scores, lengths = [], []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
         state = model.initial_state()
-        for step in itertools.count(1):
-            if stop is not None and step % _STOP_CHECK_STEPS == 0 and stop.is_set():
+        score, length, done = 0.0, 0, False
+        while not done and length < max_steps:
+            if stop is not None and length % _STOP_CHECK_STEPS == 0 and stop.is_set():
                 raise EvaluationInterrupted
             action, state = model.act(
                 torch.as_tensor(obs).unsqueeze(0), state, greedy=greedy, generator=generator
             )
-            obs, _, terminated, truncated, info = env.step(int(action.item()))
-            if terminated or truncated:
-                scores.append(float(info["episode"]["r"]))
-                lengths.append(int(info["episode"]["l"]))
-                break
+            obs, reward, terminated, truncated, _ = env.step(int(action.item()))
+            score += float(reward)
+            length += 1
+            done = terminated or truncated
+        scores.append(score)
+        lengths.append(length)
     return EpisodeScores(scores, lengths)
 
 
@@ -111,7 +114,7 @@ class Evaluator:
         self.best_checkpoint = best_checkpoint
         self.start_time = start_time
         self.best_score = -math.inf if best_score is None else best_score
-        self.env = make_env(config.env)
+        self.env = make_env(config.env, frame_size=config.frame_size)
         self.model = build_model(config, EnvInfo.of(self.env))
         self.model.eval()
         self.last_step: int | None = None
@@ -146,6 +149,7 @@ class Evaluator:
             self.config.eval_episodes,
             seed=self.config.seed + EVAL_SEED_OFFSET,
             greedy=self.config.eval_policy == "greedy",
+            max_steps=self.config.eval_max_steps,
             stop=self.shared.stop,
         )
         record = scores.record(step, time.time() - self.start_time)
@@ -193,7 +197,7 @@ def evaluate_checkpoint(
     config = TrainConfig.from_dict(checkpoint["config"], source=f"{path} config")
     seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
     greedy = config.eval_policy == "greedy" if greedy is None else greedy
-    env = make_env(config.env)
+    env = make_env(config.env, frame_size=config.frame_size)
     try:
         model = build_model(config, EnvInfo.of(env))
         try:
@@ -203,7 +207,9 @@ def evaluate_checkpoint(
                 f"{path}: weights do not fit the model its config describes"
             ) from error
         model.eval()
-        scores = play_episodes(model, env, episodes, seed=seed, greedy=greedy)
+        scores = play_episodes(
+            model, env, episodes, seed=seed, greedy=greedy, max_steps=config.eval_max_steps
+        )
     finally:
         env.close()
     return {

@@ -32,8 +32,75 @@ def _init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
     return layer
 
 
+class VectorEncoder(nn.Module):
+    """Flat observations -> one dense layer."""
+
+    def __init__(self, input_size: int, output_size: int) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.layer = _init_linear(nn.Linear(input_size, output_size), math.sqrt(2))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.layer(obs.flatten(1).float()))
+
+
+class ConvEncoder(nn.Module):
+    """uint8 frames [N, H, W] -> features; scaling to [0, 1] happens here, not in the env."""
+
+    def __init__(self, layers: nn.Sequential, frame_size: int) -> None:
+        super().__init__()
+        self.layers = layers
+        for module in layers:
+            if isinstance(module, nn.Conv2d | nn.Linear):
+                nn.init.orthogonal_(module.weight, math.sqrt(2))
+                assert module.bias is not None
+                nn.init.zeros_(module.bias)
+        with torch.no_grad():
+            self.output_size = int(self.layers(torch.zeros(1, 1, frame_size, frame_size)).shape[1])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.layers(obs.unsqueeze(1).float().div(255.0))
+
+
+def a3c_conv_encoder() -> ConvEncoder:
+    """42x42 frames, four 3x3 stride-2 convolutions of 32 channels with ELU (pytorch-a3c)."""
+    layers: list[nn.Module] = []
+    for in_channels in (1, 32, 32, 32):
+        layers += [nn.Conv2d(in_channels, 32, 3, stride=2, padding=1), nn.ELU()]
+    return ConvEncoder(nn.Sequential(*layers, nn.Flatten()), frame_size=42)
+
+
+def paper_conv_encoder() -> ConvEncoder:
+    """84x84 frames: the A3C paper's 16 8x8/4 and 32 4x4/2 convolutions, then 256 units."""
+    return ConvEncoder(
+        nn.Sequential(
+            nn.Conv2d(1, 16, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 4, stride=2),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(32 * 9 * 9, 256),
+            nn.ReLU(),
+        ),
+        frame_size=84,
+    )
+
+
+def make_encoder(
+    observation_shape: tuple[int, ...], hidden_size: int
+) -> VectorEncoder | ConvEncoder:
+    """The encoder that fits an observation shape: dense for vectors, conv for frames."""
+    if len(observation_shape) == 1:
+        return VectorEncoder(observation_shape[0], hidden_size)
+    if observation_shape == (42, 42):
+        return a3c_conv_encoder()
+    if observation_shape == (84, 84):
+        return paper_conv_encoder()
+    raise ValueError(f"no encoder for observations of shape {observation_shape}")
+
+
 class ActorCritic(nn.Module):
-    """Shared-trunk actor-critic for flat vector observations and discrete actions."""
+    """Shared-trunk actor-critic for vector observations or Atari frames, discrete actions."""
 
     def __init__(
         self,
@@ -44,19 +111,17 @@ class ActorCritic(nn.Module):
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
-        self.encoder = nn.Sequential(
-            _init_linear(nn.Linear(math.prod(observation_shape), hidden_size), math.sqrt(2)),
-            nn.Tanh(),
-        )
+        self.encoder = make_encoder(observation_shape, hidden_size)
+        features = self.encoder.output_size
         self.lstm: nn.LSTMCell | None = None
         self.dense: nn.Sequential | None = None
         if lstm:
-            self.lstm = nn.LSTMCell(hidden_size, hidden_size)
+            self.lstm = nn.LSTMCell(features, hidden_size)
             nn.init.zeros_(self.lstm.bias_ih)
             nn.init.zeros_(self.lstm.bias_hh)
         else:
             self.dense = nn.Sequential(
-                _init_linear(nn.Linear(hidden_size, hidden_size), math.sqrt(2)), nn.Tanh()
+                _init_linear(nn.Linear(features, hidden_size), math.sqrt(2)), nn.Tanh()
             )
         # Small policy weights start the agent near the uniform policy.
         self.policy = _init_linear(nn.Linear(hidden_size, n_actions), 0.01)
@@ -77,7 +142,7 @@ class ActorCritic(nn.Module):
         return h, (h, c)
 
     def _hidden(self, obs: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        return self._core(self.encoder(obs.flatten(1).float()), state)
+        return self._core(self.encoder(obs), state)
 
     def forward(self, obs: torch.Tensor, state: State) -> tuple[torch.Tensor, torch.Tensor, State]:
         """Logits [B, A] and values [B] for a batch of observations [B, ...]."""
@@ -115,7 +180,7 @@ class ActorCritic(nn.Module):
         through time. The result equals T step-by-step calls of `forward`.
         """
         steps, batch = actions.shape
-        features = self.encoder(obs.flatten(2).float().flatten(0, 1)).view(steps, batch, -1)
+        features = self.encoder(obs.flatten(0, 1)).view(steps, batch, -1)
         if self.lstm is None:
             hidden, _ = self._core(features, None)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 import multiprocessing as mp
 import multiprocessing.forkserver
@@ -61,13 +62,24 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _name_process(name: str) -> None:
+    """Show `name` for this process in top, ps -o comm and /proc/PID/comm (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
 def _worker_main(rank: int, config: TrainConfig, shared: SharedObjects) -> None:
     _ignore_sigint()
+    _name_process(f"a3c-worker-{rank}")
     run_worker(rank, config, shared)
 
 
 def _evaluator_main(*args: Any) -> None:
     _ignore_sigint()
+    _name_process("a3c-evaluator")
     run_evaluator(*args)
 
 
@@ -79,7 +91,7 @@ class Trainer:
         self.config = config
         self.quiet = quiet
         self.start_time = time.time()
-        info = describe_env(config.env)
+        info = describe_env(config.env, frame_size=config.frame_size)
         self.run_dir = RunDirectory.create(config)
         self.context = _process_context()
         if not config.serial:

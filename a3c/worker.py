@@ -8,6 +8,7 @@ step-by-step version, at a fraction of the autograd bookkeeping.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,22 @@ def _as_batch(obs: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(obs).unsqueeze(0)
 
 
+@dataclass
+class Rollout:
+    """Up to t_max steps of one episode, as the loss needs them."""
+
+    observations: np.ndarray  # [T, ...] as the environment returned them
+    actions: list[int]
+    rewards: list[float]  # the rewards learned from: clipped when the config says so
+    start_state: State  # recurrent state before the first observation, detached
+    terminal: bool  # bootstrap nothing after the last step
+    bootstrap_value: float  # V(observation after the last step); unused when terminal
+    episode: EpisodeRecord | None  # the real score, when the episode ended here
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
 class Worker:
     """A worker's environment, local model and recurrent state between updates."""
 
@@ -91,10 +108,11 @@ class Worker:
         self.seed = config.seed + rank
         torch.manual_seed(self.seed)
         np.random.seed(self.seed)
-        self.env = make_env(config.env)
+        self.env = make_env(config.env, frame_size=config.frame_size)
         self.model = build_model(config, EnvInfo.of(self.env))
         self.obs: np.ndarray | None = None
         self.state: State = None
+        self.lives = 0
         self._first_reset = True
 
     def close(self) -> None:
@@ -103,84 +121,110 @@ class Worker:
     def _start_episode(self) -> None:
         seed = self.seed if self._first_reset else None
         self._first_reset = False
-        self.obs, _ = self.env.reset(seed=seed)
+        self.obs, info = self.env.reset(seed=seed)
         self.state = self.model.initial_state()
+        self.lives = int(info.get("lives", 0))
 
-    def train_once(self) -> int:
-        """One rollout and one update of the shared model; returns the global step count."""
+    @torch.no_grad()
+    def collect_rollout(self) -> Rollout:
+        """Play up to t_max steps with the local weights, stopping at an episode's end.
+
+        With `life_loss_terminal`, a lost life also ends the rollout as a terminal for
+        learning, while the episode itself, and its logged score, runs on to game over.
+        """
         config = self.config
-        self.model.load_state_dict(self.shared.model.state_dict())
         if self.obs is None:
             self._start_episode()
         assert self.obs is not None
         start_state = self.state  # from the last rollout without autograd: already detached
-
         observations, actions, rewards = [], [], []
-        terminated = truncated = False
-        episode: dict[str, Any] | None = None
-        with torch.no_grad():
-            for _ in range(config.t_max):
-                action_tensor, next_state = self.model.act(_as_batch(self.obs), self.state)
-                action = int(action_tensor.item())
-                next_obs, reward, terminated, truncated, info = self.env.step(action)
-                observations.append(self.obs)
-                actions.append(action)
-                reward = float(reward)
-                rewards.append(min(max(reward, -1.0), 1.0) if config.clip_rewards else reward)
-                self.obs, self.state = next_obs, next_state
-                if terminated or truncated:
-                    episode = info.get("episode")
-                    break
-            bootstrap = torch.zeros(1)
-            if not terminated:
-                # A truncation is not a terminal: the final observation still has a value.
-                _, bootstrap, _ = self.model(_as_batch(self.obs), self.state)
+        terminal = episode_over = False
+        info: dict[str, Any] = {}
+        for _ in range(config.t_max):
+            action_tensor, next_state = self.model.act(_as_batch(self.obs), self.state)
+            action = int(action_tensor.item())
+            next_obs, reward, terminated, truncated, info = self.env.step(action)
+            observations.append(self.obs)
+            actions.append(action)
+            reward = float(reward)
+            rewards.append(min(max(reward, -1.0), 1.0) if config.clip_rewards else reward)
+            self.obs, self.state = next_obs, next_state
+            lives = int(info.get("lives", 0))
+            life_lost = config.life_loss_terminal and lives < self.lives
+            self.lives = lives
+            # A truncation is not a terminal: the final observation still has a value.
+            terminal = terminated or life_lost
+            episode_over = terminated or truncated
+            if terminal or episode_over:
+                break
+        bootstrap = 0.0
+        if not terminal:
+            _, value, _ = self.model(_as_batch(self.obs), self.state)
+            bootstrap = float(value.item())
+        episode = None
+        if episode_over:
+            self.obs = None
+            stats = info["episode"]
+            episode = EpisodeRecord(self.rank, 0, float(stats["r"]), int(stats["l"]))
+        return Rollout(
+            observations=np.stack(observations),
+            actions=actions,
+            rewards=rewards,
+            start_state=start_state,
+            terminal=terminal,
+            bootstrap_value=bootstrap,
+            episode=episode,
+        )
 
-        obs_batch = torch.as_tensor(np.stack(observations)).unsqueeze(1)
-        action_batch = torch.as_tensor(actions).unsqueeze(1)
-        scored = self.model.evaluate_actions(obs_batch, action_batch, start_state)
+    def loss(self, rollout: Rollout) -> torch.Tensor:
+        """A3C loss of a rollout, re-scored in one batched pass with gradients."""
+        config = self.config
+        scored = self.model.evaluate_actions(
+            torch.as_tensor(rollout.observations).unsqueeze(1),
+            torch.as_tensor(rollout.actions).unsqueeze(1),
+            rollout.start_state,
+        )
         values = scored.values
-        reward_batch = torch.as_tensor(rewards, dtype=torch.float32).unsqueeze(1)
-        next_values = torch.cat([values[1:].detach(), bootstrap.view(1, 1)])
-        ends = torch.zeros_like(reward_batch)
-        ends[-1] = float(terminated or truncated)
-        terminal = torch.zeros_like(reward_batch)
-        terminal[-1] = float(terminated)
+        rewards = torch.as_tensor(rollout.rewards, dtype=torch.float32).unsqueeze(1)
+        next_values = torch.cat([values[1:].detach(), torch.tensor([[rollout.bootstrap_value]])])
+        # A rollout never spans two episodes, so only its last step can be terminal.
+        terminal = torch.zeros_like(rewards)
+        terminal[-1] = float(rollout.terminal)
+        episode_end = terminal
         if config.advantage == "gae":
             advantages = gae(
-                reward_batch,
+                rewards,
                 values.detach(),
                 next_values,
                 terminal,
-                ends,
+                episode_end,
                 config.gamma,
                 config.gae_lambda,
             )
             returns = advantages + values.detach()
         else:
-            returns = n_step_returns(reward_batch, next_values, terminal, ends, config.gamma)
+            returns = n_step_returns(rewards, next_values, terminal, episode_end, config.gamma)
             advantages = returns - values.detach()
-
         policy_loss = -(advantages * scored.log_probs).mean()
         value_loss = F.mse_loss(values, returns)
         entropy = scored.entropies.mean()
-        loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        return policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
 
-        lr = config.learning_rate_at(self.shared.steps_done)
+    def train_once(self) -> int:
+        """Sync, one rollout, one update of the shared model; returns the global step count."""
+        self.model.load_state_dict(self.shared.model.state_dict())
+        rollout = self.collect_rollout()
+        loss = self.loss(rollout)
+        lr = self.config.learning_rate_at(self.shared.steps_done)
         for group in self.shared.optimizer.param_groups:
             group["lr"] = lr
         apply_gradients(
-            self.model, self.shared.model, self.shared.optimizer, loss, config.max_grad_norm
+            self.model, self.shared.model, self.shared.optimizer, loss, self.config.max_grad_norm
         )
-
-        total = self.shared.add_steps(len(actions))
-        if episode is not None:
+        total = self.shared.add_steps(len(rollout))
+        if rollout.episode is not None:
             self.shared.add_episode()
-            self.shared.messages.put(
-                EpisodeRecord(self.rank, total, float(episode["r"]), int(episode["l"]))
-            )
-        if terminated or truncated:
-            self.obs = None
+            self.shared.messages.put(dataclasses.replace(rollout.episode, step=total))
         return total
 
 

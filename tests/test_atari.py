@@ -1,0 +1,163 @@
+"""Atari through ale-py: preprocessing, frame skip, reward clipping, life loss, a real run."""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing as mp
+import queue
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from a3c.config import TrainConfig, find_preset
+from a3c.envs import describe_env, make_env
+from a3c.errors import UsageError
+from a3c.evaluator import play_episodes
+from a3c.model import ActorCritic, build_model
+from a3c.optim import make_shared_optimizer
+from a3c.worker import SharedObjects, Worker
+
+pytestmark = pytest.mark.atari
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "ALE/Pong-v5"])
+@pytest.mark.parametrize("frame_size", [42, 84])
+def test_observations_are_square_uint8_frames(env_id: str, frame_size: int) -> None:
+    env = make_env(env_id, frame_size=frame_size)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (frame_size, frame_size) and obs.dtype == np.uint8
+    obs, *_ = env.step(0)
+    assert obs.shape == (frame_size, frame_size) and obs.dtype == np.uint8
+    assert 0 < obs.max() <= 255
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "ALE/Pong-v5", "BreakoutNoFrameskip-v4"])
+def test_each_agent_step_is_exactly_four_emulator_frames(env_id: str) -> None:
+    env = make_env(env_id)
+    env.reset(seed=0)
+    ale = env.unwrapped.ale
+    for _ in range(50):
+        before = ale.getEpisodeFrameNumber()
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        assert not (terminated or truncated)
+        assert ale.getEpisodeFrameNumber() - before == 4
+    env.close()
+
+
+def test_removed_ids_name_their_replacement() -> None:
+    with pytest.raises(UsageError, match=r"PongNoFrameskip-v4 .* or ALE/Pong-v5"):
+        describe_env("PongDeterministic-v4")
+
+
+def test_atari_ids_without_a_preset_get_the_atari_preset() -> None:
+    assert find_preset("PongNoFrameskip-v4").name == "pong.toml"
+    assert find_preset("ALE/Breakout-v5").name == "atari.toml"
+    assert find_preset("SpaceInvadersNoFrameskip-v4").name == "atari.toml"
+    assert find_preset("Acrobot-v1") is None
+
+
+@pytest.mark.parametrize(("frame_size", "features"), [(42, 288), (84, 256)])
+def test_conv_encoders_take_uint8_frames(frame_size: int, features: int) -> None:
+    model = ActorCritic((frame_size, frame_size), 6, hidden_size=32)
+    assert model.encoder.output_size == features
+    frames = torch.randint(0, 256, (3, frame_size, frame_size), dtype=torch.uint8)
+    logits, values, _ = model(frames, model.initial_state(3))
+    assert logits.shape == (3, 6) and values.shape == (3,)
+    # Scaling happens inside the model: a frame of 255s is the same as a float frame of 1s.
+    torch.testing.assert_close(
+        model.encoder(frames),
+        model.encoder.layers(
+            torch.ones(3, 1, frame_size, frame_size) * frames.unsqueeze(1).float() / 255
+        ),
+    )
+
+
+def make_worker(**settings) -> Worker:
+    config = TrainConfig(workers=0, hidden_size=32, t_max=20, **settings)
+    model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
+    model.share_memory()
+    shared = SharedObjects(
+        model=model,
+        optimizer=make_shared_optimizer("adam", model.parameters(), 1e-4, 1e-8, 0.99),
+        step_counter=mp.Value("q", 0),
+        episode_counter=mp.Value("q", 0),
+        stop=mp.Event(),
+        messages=queue.SimpleQueue(),
+    )
+    return Worker(0, config, shared)
+
+
+def test_learning_uses_clipped_rewards_while_the_logged_score_is_real() -> None:
+    worker = make_worker(env="SpaceInvadersNoFrameskip-v4", clip_rewards=True)
+    clipped_sum = 0.0
+    for _ in range(2000):
+        rollout = worker.collect_rollout()
+        assert set(rollout.rewards) <= {-1.0, 0.0, 1.0}
+        clipped_sum += sum(rollout.rewards)
+        if rollout.episode is not None:
+            break
+    worker.close()
+    assert rollout.episode is not None, "no episode ended within 40,000 steps"
+    # Space Invaders pays 5 to 30 points per alien: the real score is a multiple of 5 and
+    # far above the number of rewarding steps the learner saw.
+    assert rollout.episode.score % 5 == 0
+    assert rollout.episode.score >= 5 * clipped_sum > 0
+
+
+def test_life_loss_ends_the_rollout_as_terminal_but_not_the_episode() -> None:
+    worker = make_worker(env="BreakoutNoFrameskip-v4", life_loss_terminal=True)
+    lengths, terminals_mid_episode = 0, 0
+    for _ in range(2000):
+        rollout = worker.collect_rollout()
+        lengths += len(rollout)
+        if rollout.episode is not None:
+            break
+        if rollout.terminal:
+            terminals_mid_episode += 1
+            assert worker.obs is not None, "a lost life must not reset the game"
+    worker.close()
+    assert rollout.episode is not None
+    # Breakout has 5 lives: 4 are lost before the one that ends the game.
+    assert terminals_mid_episode == 4
+    assert rollout.episode.length == lengths
+
+
+def test_evaluation_episodes_are_capped() -> None:
+    env = make_env("BreakoutNoFrameskip-v4")
+    model = ActorCritic((42, 42), int(env.action_space.n), hidden_size=32)
+    scores = play_episodes(model, env, episodes=2, seed=0, greedy=True, max_steps=60)
+    env.close()
+    # A Breakout game lasts five lost balls, far more than 60 steps.
+    assert scores.lengths == [60, 60]
+
+
+def test_two_workers_train_on_pong_through_the_command(cli, tmp_path: Path) -> None:
+    result = cli.run(
+        "a3c-train",
+        "--env",
+        "PongNoFrameskip-v4",
+        "--workers",
+        "2",
+        "--total-steps",
+        "1500",
+        "--eval-interval",
+        "1000",
+        "--eval-episodes",
+        "1",
+        "--eval-max-steps",
+        "200",
+        "--run-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    (run,) = list(tmp_path.iterdir())
+    with (run / "eval.csv").open() as file:
+        evals = list(csv.DictReader(file))
+    assert evals and all(float(row["mean_length"]) <= 200 for row in evals)
+    assert all(-21 <= float(row["mean"]) <= 21 for row in evals)
+    assert (run / "checkpoints" / "latest.pt").is_file()
+    assert "PongNoFrameskip-v4" in (run / "config.toml").read_text()
