@@ -70,7 +70,13 @@ class TrainConfig:
         "(one Atari agent step is 4 emulator frames)",
         minimum=1,
     )
-    t_max: int = _option(20, help="longest rollout between two updates, in agent steps", minimum=1)
+    t_max: int = _option(20, help="rollout length between two updates, in agent steps", minimum=1)
+    envs_per_worker: int = _option(
+        1,
+        help="environments each worker steps in lockstep, one batched forward pass for all; "
+        "an update then learns from t_max steps of each",
+        minimum=1,
+    )
     gamma: float = _option(0.99, help="discount factor", above=0.0, maximum=1.0)
     advantage: str = _option(
         "gae",

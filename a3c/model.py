@@ -172,12 +172,17 @@ class ActorCritic(nn.Module):
         return action, state
 
     def evaluate_actions(
-        self, obs: torch.Tensor, actions: torch.Tensor, state: State
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        state: State,
+        episode_start: torch.Tensor | None = None,
     ) -> Evaluation:
         """Re-score a rollout: obs [T, B, ...] and actions [T, B] from `state`.
 
-        The encoder and heads run once over all T*B observations; only the LSTM steps
-        through time. The result equals T step-by-step calls of `forward`.
+        Where `episode_start[t, b]` is set, the recurrent state of b restarts from zero
+        before step t. The encoder and heads run once over all T*B observations; only the
+        LSTM steps through time. The result equals T step-by-step calls of `forward`.
         """
         steps, batch = actions.shape
         features = self.encoder(obs.flatten(0, 1)).view(steps, batch, -1)
@@ -186,6 +191,9 @@ class ActorCritic(nn.Module):
         else:
             outputs = []
             for t in range(steps):
+                if state is not None and episode_start is not None and episode_start[t].any():
+                    keep = (~episode_start[t]).to(features.dtype).unsqueeze(1)
+                    state = (state[0] * keep, state[1] * keep)
                 out, state = self._core(features[t], state)
                 outputs.append(out)
             hidden = torch.stack(outputs)

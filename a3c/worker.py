@@ -78,119 +78,137 @@ def apply_gradients(
     return float(grad_norm)
 
 
-def _as_batch(obs: np.ndarray) -> torch.Tensor:
-    return torch.as_tensor(obs).unsqueeze(0)
-
-
 @dataclass
 class Rollout:
-    """Up to t_max steps of one episode, as the loss needs them."""
+    """t_max steps of a worker's K environments, indexed [T, K], as the loss needs them.
 
-    observations: np.ndarray  # [T, ...] as the environment returned them
-    actions: list[int]
-    rewards: list[float]  # the rewards learned from: clipped when the config says so
-    start_state: State  # recurrent state before the first observation, detached
-    terminal: bool  # bootstrap nothing after the last step
-    bootstrap_value: float  # V(observation after the last step); unused when terminal
-    episode: EpisodeRecord | None  # the real score, when the episode ended here
+    A rollout runs on across episode ends: an environment that finishes is reset at once,
+    and `episode_start` tells the model to start its recurrent state afresh there.
+    """
+
+    observations: np.ndarray  # [T, K, ...] as the environments returned them
+    actions: np.ndarray  # [T, K]
+    rewards: np.ndarray  # [T, K] the rewards learned from: clipped when the config says so
+    terminal: np.ndarray  # [T, K] nothing to bootstrap after this step (or a life was lost)
+    episode_end: np.ndarray  # [T, K] no return flows back across this step
+    episode_start: np.ndarray  # [T, K] the recurrent state restarts before this step
+    final_values: np.ndarray  # [T, K] V(final observation) at a truncation, else 0
+    bootstrap_values: np.ndarray  # [K] V(observation after the last step)
+    start_state: State  # recurrent state before the first step, detached
+    episodes: list[EpisodeRecord]  # episodes that ended, with their real scores
 
     def __len__(self) -> int:
-        return len(self.actions)
+        return int(self.actions.size)
 
 
 class Worker:
-    """A worker's environment, local model and recurrent state between updates."""
+    """A worker's K environments, local model and recurrent state between updates."""
 
     def __init__(self, rank: int, config: TrainConfig, shared: SharedObjects) -> None:
         self.rank = rank
         self.config = config
         self.shared = shared
-        self.seed = config.seed + rank
-        torch.manual_seed(self.seed)
-        np.random.seed(self.seed)
-        self.env = make_env(config.env, frame_size=config.frame_size)
-        self.model = build_model(config, EnvInfo.of(self.env))
-        self.obs: np.ndarray | None = None
-        self.state: State = None
-        self.lives = 0
-        self._first_reset = True
+        torch.manual_seed(config.seed + rank)
+        np.random.seed(config.seed + rank)
+        count = config.envs_per_worker
+        self.envs = [make_env(config.env, frame_size=config.frame_size) for _ in range(count)]
+        self.model = build_model(config, EnvInfo.of(self.envs[0]))
+        observations, self.lives = [], []
+        for index, env in enumerate(self.envs):
+            # Environment seeds never collide across workers: rank r owns r*K .. r*K+K-1.
+            obs, info = env.reset(seed=config.seed + rank * count + index)
+            observations.append(obs)
+            self.lives.append(int(info.get("lives", 0)))
+        self.obs = np.stack(observations)
+        self.state = self.model.initial_state(count)
 
     def close(self) -> None:
-        self.env.close()
-
-    def _start_episode(self) -> None:
-        seed = self.seed if self._first_reset else None
-        self._first_reset = False
-        self.obs, info = self.env.reset(seed=seed)
-        self.state = self.model.initial_state()
-        self.lives = int(info.get("lives", 0))
+        for env in self.envs:
+            env.close()
 
     @torch.no_grad()
     def collect_rollout(self) -> Rollout:
-        """Play up to t_max steps with the local weights, stopping at an episode's end.
+        """Play t_max steps in each environment with the local weights.
 
-        With `life_loss_terminal`, a lost life also ends the rollout as a terminal for
-        learning, while the episode itself, and its logged score, runs on to game over.
+        With `life_loss_terminal`, a lost life counts as terminal for learning while the
+        game itself, and its logged score, runs on to game over.
         """
         config = self.config
-        if self.obs is None:
-            self._start_episode()
-        assert self.obs is not None
+        steps, count = config.t_max, len(self.envs)
         start_state = self.state  # from the last rollout without autograd: already detached
-        observations, actions, rewards = [], [], []
-        terminal = episode_over = False
-        info: dict[str, Any] = {}
-        for _ in range(config.t_max):
-            action_tensor, next_state = self.model.act(_as_batch(self.obs), self.state)
-            action = int(action_tensor.item())
-            next_obs, reward, terminated, truncated, info = self.env.step(action)
-            observations.append(self.obs)
-            actions.append(action)
-            reward = float(reward)
-            rewards.append(min(max(reward, -1.0), 1.0) if config.clip_rewards else reward)
-            self.obs, self.state = next_obs, next_state
-            lives = int(info.get("lives", 0))
-            life_lost = config.life_loss_terminal and lives < self.lives
-            self.lives = lives
-            # A truncation is not a terminal: the final observation still has a value.
-            terminal = terminated or life_lost
-            episode_over = terminated or truncated
-            if terminal or episode_over:
-                break
-        bootstrap = 0.0
-        if not terminal:
-            _, value, _ = self.model(_as_batch(self.obs), self.state)
-            bootstrap = float(value.item())
-        episode = None
-        if episode_over:
-            self.obs = None
-            stats = info["episode"]
-            episode = EpisodeRecord(self.rank, 0, float(stats["r"]), int(stats["l"]))
+        observations = np.empty((steps, *self.obs.shape), dtype=self.obs.dtype)
+        actions = np.empty((steps, count), dtype=np.int64)
+        rewards = np.zeros((steps, count), dtype=np.float32)
+        terminal = np.zeros((steps, count), dtype=bool)
+        episode_end = np.zeros((steps, count), dtype=bool)
+        episode_start = np.zeros((steps, count), dtype=bool)
+        final_values = np.zeros((steps, count), dtype=np.float32)
+        episodes = []
+        for t in range(steps):
+            observations[t] = self.obs
+            chosen, state = self.model.act(torch.from_numpy(self.obs), self.state)
+            actions[t] = chosen.numpy()
+            for index, env in enumerate(self.envs):
+                obs, reward, terminated, truncated, info = env.step(int(actions[t, index]))
+                reward = float(reward)
+                rewards[t, index] = min(max(reward, -1.0), 1.0) if config.clip_rewards else reward
+                lives = int(info.get("lives", 0))
+                life_lost = config.life_loss_terminal and lives < self.lives[index]
+                self.lives[index] = lives
+                # A truncation is not a terminal: the final observation still has a value.
+                terminal[t, index] = terminated or life_lost
+                episode_end[t, index] = terminated or truncated or life_lost
+                if truncated and not terminated:
+                    final_values[t, index] = self._value(obs, state, index)
+                if terminated or truncated:
+                    stats = info["episode"]
+                    episodes.append(EpisodeRecord(self.rank, 0, float(stats["r"]), int(stats["l"])))
+                    obs, info = env.reset()
+                    self.lives[index] = int(info.get("lives", 0))
+                    state = _restart(state, index)
+                    if t + 1 < steps:
+                        episode_start[t + 1, index] = True
+                self.obs[index] = obs
+            self.state = state
+        _, bootstrap, _ = self.model(torch.from_numpy(self.obs), self.state)
         return Rollout(
-            observations=np.stack(observations),
+            observations=observations,
             actions=actions,
             rewards=rewards,
-            start_state=start_state,
             terminal=terminal,
-            bootstrap_value=bootstrap,
-            episode=episode,
+            episode_end=episode_end,
+            episode_start=episode_start,
+            final_values=final_values,
+            bootstrap_values=bootstrap.numpy(),
+            start_state=start_state,
+            episodes=episodes,
         )
+
+    def _value(self, obs: np.ndarray, state: State, index: int) -> float:
+        one_state = (
+            None if state is None else (state[0][index : index + 1], state[1][index : index + 1])
+        )
+        _, value, _ = self.model(torch.from_numpy(obs).unsqueeze(0), one_state)
+        return float(value.item())
 
     def loss(self, rollout: Rollout) -> torch.Tensor:
         """A3C loss of a rollout, re-scored in one batched pass with gradients."""
         config = self.config
         scored = self.model.evaluate_actions(
-            torch.as_tensor(rollout.observations).unsqueeze(1),
-            torch.as_tensor(rollout.actions).unsqueeze(1),
+            torch.from_numpy(rollout.observations),
+            torch.from_numpy(rollout.actions),
             rollout.start_state,
+            torch.from_numpy(rollout.episode_start),
         )
         values = scored.values
-        rewards = torch.as_tensor(rollout.rewards, dtype=torch.float32).unsqueeze(1)
-        next_values = torch.cat([values[1:].detach(), torch.tensor([[rollout.bootstrap_value]])])
-        # A rollout never spans two episodes, so only its last step can be terminal.
-        terminal = torch.zeros_like(rewards)
-        terminal[-1] = float(rollout.terminal)
-        episode_end = terminal
+        rewards = torch.from_numpy(rollout.rewards)
+        terminal = torch.from_numpy(rollout.terminal)
+        episode_end = torch.from_numpy(rollout.episode_end)
+        following = torch.cat(
+            [values[1:].detach(), torch.from_numpy(rollout.bootstrap_values).unsqueeze(0)]
+        )
+        truncated = episode_end & ~terminal
+        next_values = torch.where(truncated, torch.from_numpy(rollout.final_values), following)
         if config.advantage == "gae":
             advantages = gae(
                 rewards,
@@ -222,10 +240,20 @@ class Worker:
             self.model, self.shared.model, self.shared.optimizer, loss, self.config.max_grad_norm
         )
         total = self.shared.add_steps(len(rollout))
-        if rollout.episode is not None:
+        for episode in rollout.episodes:
             self.shared.add_episode()
-            self.shared.messages.put(dataclasses.replace(rollout.episode, step=total))
+            self.shared.messages.put(dataclasses.replace(episode, step=total))
         return total
+
+
+def _restart(state: State, index: int) -> State:
+    """`state` with environment `index`'s row zeroed, for the first step of a new episode."""
+    if state is None:
+        return None
+    h, c = state[0].clone(), state[1].clone()
+    h[index] = 0.0
+    c[index] = 0.0
+    return h, c
 
 
 def parent_alive() -> bool:

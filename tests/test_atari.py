@@ -95,34 +95,39 @@ def test_learning_uses_clipped_rewards_while_the_logged_score_is_real() -> None:
     clipped_sum = 0.0
     for _ in range(2000):
         rollout = worker.collect_rollout()
-        assert set(rollout.rewards) <= {-1.0, 0.0, 1.0}
-        clipped_sum += sum(rollout.rewards)
-        if rollout.episode is not None:
+        assert set(rollout.rewards.flatten().tolist()) <= {-1.0, 0.0, 1.0}
+        if rollout.episodes:
+            (end,) = np.flatnonzero(rollout.episode_end[:, 0])
+            clipped_sum += float(rollout.rewards[: end + 1, 0].sum())
             break
+        clipped_sum += float(rollout.rewards.sum())
     worker.close()
-    assert rollout.episode is not None, "no episode ended within 40,000 steps"
+    assert rollout.episodes, "no episode ended within 40,000 steps"
     # Space Invaders pays 5 to 30 points per alien: the real score is a multiple of 5 and
-    # far above the number of rewarding steps the learner saw.
-    assert rollout.episode.score % 5 == 0
-    assert rollout.episode.score >= 5 * clipped_sum > 0
+    # at least 5 times the number of rewarding steps the learner saw.
+    (episode,) = rollout.episodes
+    assert episode.score % 5 == 0
+    assert episode.score >= 5 * clipped_sum > 0
 
 
-def test_life_loss_ends_the_rollout_as_terminal_but_not_the_episode() -> None:
+def test_a_lost_life_is_terminal_for_learning_but_does_not_end_the_game() -> None:
     worker = make_worker(env="BreakoutNoFrameskip-v4", life_loss_terminal=True)
-    lengths, terminals_mid_episode = 0, 0
+    steps, terminals, restarts = 0, 0, 0
     for _ in range(2000):
         rollout = worker.collect_rollout()
-        lengths += len(rollout)
-        if rollout.episode is not None:
+        if rollout.episodes:
+            (end,) = np.flatnonzero(rollout.episode_end[:, 0])
+            steps += end + 1
+            terminals += int(rollout.terminal[: end + 1, 0].sum())
             break
-        if rollout.terminal:
-            terminals_mid_episode += 1
-            assert worker.obs is not None, "a lost life must not reset the game"
+        steps += len(rollout)
+        terminals += int(rollout.terminal.sum())
+        restarts += int(rollout.episode_start.sum())
     worker.close()
-    assert rollout.episode is not None
-    # Breakout has 5 lives: 4 are lost before the one that ends the game.
-    assert terminals_mid_episode == 4
-    assert rollout.episode.length == lengths
+    assert rollout.episodes
+    # Breakout has 5 lives: 5 terminals for learning, one game, no reset before its end.
+    assert terminals == 5 and restarts == 0
+    assert rollout.episodes[0].length == steps
 
 
 def test_evaluation_episodes_are_capped() -> None:

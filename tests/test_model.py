@@ -47,9 +47,12 @@ def test_sampling_follows_the_policy_and_is_reproducible() -> None:
     torch.testing.assert_close(frequencies, probs.double(), atol=0.02, rtol=0)
 
 
-def step_by_step(model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor, state):
+def step_by_step(model: ActorCritic, obs, actions, state, episode_start):
     log_probs, entropies, values = [], [], []
     for t in range(actions.shape[0]):
+        if state is not None:
+            keep = (~episode_start[t]).float().unsqueeze(1)
+            state = (state[0] * keep, state[1] * keep)
         logits, value, state = model(obs[t], state)
         distribution = Categorical(logits=logits)
         log_probs.append(distribution.log_prob(actions[t]))
@@ -67,17 +70,19 @@ def test_batched_rescoring_equals_step_by_step_loss_and_gradients(model: ActorCr
     if start is not None:
         start = (torch.randn(batch, 16, generator=generator), torch.randn(batch, 16))
     advantages = torch.randn(steps, batch, generator=generator)
+    episode_start = torch.zeros(steps, batch, dtype=torch.bool)
+    episode_start[4, 0] = episode_start[9, 1] = True
 
     def loss_of(log_probs, entropies, values):
         return -(advantages * log_probs).mean() + values.pow(2).mean() - 0.01 * entropies.mean()
 
     model.zero_grad()
-    reference = loss_of(*step_by_step(model, obs, actions, start))
+    reference = loss_of(*step_by_step(model, obs, actions, start, episode_start))
     reference.backward()
     reference_grads = [p.grad.clone() for p in model.parameters()]
 
     model.zero_grad()
-    scored = model.evaluate_actions(obs, actions, start)
+    scored = model.evaluate_actions(obs, actions, start, episode_start)
     batched = loss_of(scored.log_probs, scored.entropies, scored.values)
     batched.backward()
 

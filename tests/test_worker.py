@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 
+import numpy as np
 import torch
 
 from a3c.config import TrainConfig
@@ -69,28 +70,41 @@ def make_shared(config: TrainConfig) -> SharedObjects:
     )
 
 
-def test_counter_grows_once_per_rollout_by_its_length() -> None:
-    config = TrainConfig(env="CartPole-v1", workers=0, t_max=7)
+def test_counter_grows_once_per_rollout_by_t_max_times_envs() -> None:
+    config = TrainConfig(env="CartPole-v1", workers=0, t_max=7, envs_per_worker=3)
     shared = make_shared(config)
     worker = Worker(0, config, shared)
     before = [p.detach().clone() for p in shared.model.parameters()]
-    totals = [worker.train_once() for _ in range(40)]
+    totals = [worker.train_once() for _ in range(30)]
     worker.close()
-    steps = [b - a for a, b in zip([0, *totals], totals, strict=False)]
-    assert all(1 <= s <= 7 for s in steps)
-    assert shared.steps_done == sum(steps)
+    assert totals == [21 * (i + 1) for i in range(30)]
     episodes = []
     while not shared.messages.empty():
         episodes.append(shared.messages.get())
-    assert all(isinstance(e, EpisodeRecord) for e in episodes)
-    # A rollout stops early only at an episode end, which reports one episode.
-    ended_at = [e.step for e in episodes]
-    assert len(set(ended_at)) == len(episodes) == shared.episodes_done
-    assert all(total in ended_at for s, total in zip(steps, totals, strict=True) if s < 7)
+    assert episodes and all(isinstance(e, EpisodeRecord) for e in episodes)
+    assert shared.episodes_done == len(episodes)
+    assert {e.step for e in episodes} <= set(totals)
     assert sum(e.length for e in episodes) <= shared.steps_done
-    assert any(
-        not torch.equal(p, b) for p, b in zip(shared.model.parameters(), before, strict=True)
-    )
+    after = shared.model.parameters()
+    assert any(not torch.equal(p, b) for p, b in zip(after, before, strict=True))
+
+
+def test_rollout_marks_episode_boundaries_and_restarts_the_state() -> None:
+    config = TrainConfig(env="CartPole-v1", workers=0, t_max=50, envs_per_worker=2)
+    worker = Worker(0, config, make_shared(config))
+    rollout = worker.collect_rollout()
+    worker.close()
+    assert rollout.observations.shape == (50, 2, 4)
+    assert rollout.actions.shape == rollout.rewards.shape == (50, 2)
+    # An untrained CartPole policy falls within 50 steps: each fall is a terminal, and the
+    # next step starts a new episode.
+    ends = np.argwhere(rollout.episode_end)
+    assert len(ends) == len(rollout.episodes) > 0
+    assert (rollout.terminal == rollout.episode_end).all()
+    for t, env in ends:
+        if t + 1 < 50:
+            assert rollout.episode_start[t + 1, env]
+    assert rollout.episode_start.sum() == sum(1 for t, _ in ends if t + 1 < 50)
 
 
 def test_learning_rate_decays_linearly_with_the_global_step() -> None:
