@@ -7,7 +7,6 @@ import pickle
 import platform
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ def build_checkpoint(
     step: int,
     episodes: int,
     best_score: float | None,
+    seconds: float,
 ) -> dict[str, Any]:
     """Everything needed to play or resume; tensors are cloned so later updates don't leak in."""
     import a3c
@@ -40,6 +40,7 @@ def build_checkpoint(
         "step": int(step),
         "episodes": int(episodes),
         "best_score": None if best_score is None else float(best_score),
+        "seconds": float(seconds),
         "versions": {
             "a3c": a3c.__version__,
             "torch": str(torch.__version__),
@@ -77,22 +78,20 @@ def save_checkpoint(checkpoint: dict[str, Any], path: Path) -> None:
         raise
 
 
-def resolve_checkpoint_path(path: str | Path) -> Path:
-    """A checkpoint file, or a run folder meaning its checkpoints/best.pt (else latest.pt)."""
+def resolve_checkpoint_path(path: str | Path, prefer: str = "best") -> Path:
+    """A checkpoint file, or a run folder meaning its best.pt (to play) or latest.pt (to
+    resume), falling back to the other."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"no such file or folder: {path}")
-    if path.is_dir():
-        for candidate in (
-            path / "checkpoints" / "best.pt",
-            path / "checkpoints" / "latest.pt",
-            path / "best.pt",
-            path / "latest.pt",
-        ):
-            if candidate.is_file():
-                return candidate
-        raise UsageError(f"no checkpoint in {path} (looked for checkpoints/best.pt and latest.pt)")
-    return path
+    if not path.is_dir():
+        return path
+    names = ["best.pt", "latest.pt"] if prefer == "best" else ["latest.pt", "best.pt"]
+    for folder in (path / "checkpoints", path):
+        for name in names:
+            if (folder / name).is_file():
+                return folder / name
+    raise UsageError(f"no checkpoint in {path} (looked for checkpoints/{' and '.join(names)})")
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -108,10 +107,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise UsageError(
             f"{path} was refused by the safe loader: {_unpickler_reason(error)}"
         ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError) as error:
-        raise UsageError(f"{path} is not a readable checkpoint ({_short(error)})") from None
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+    except Exception as error:  # torch raises many kinds for a damaged file; all mean one thing
+        raise UsageError(f"{path} is not a readable checkpoint ({_short(error)})") from None
     if not isinstance(checkpoint, dict) or "format_version" not in checkpoint:
         raise UsageError(f"{path} is not an a3c checkpoint")
     version = checkpoint["format_version"]

@@ -133,6 +133,18 @@ class TrainConfig:
     target_score: float | None = _option(
         None, help="stop training once an evaluation's mean score reaches this"
     )
+    max_restarts: int = _option(
+        3,
+        help="restart a crashed worker or evaluator from the shared weights this many times "
+        "in a run, then stop",
+        minimum=0,
+    )
+    max_nonfinite_updates: int = _option(
+        10,
+        help="stop when a worker's last this many updates in a row had a non-finite loss or "
+        "gradient (each one is skipped, never applied)",
+        minimum=1,
+    )
     checkpoint_interval: int = _option(
         100_000, help="write checkpoints/latest.pt every this many agent steps", minimum=1
     )
@@ -291,7 +303,7 @@ def find_preset(env_id: str) -> Path | None:
 # --------------------------------------------------------------------------- command line
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """Argument errors as one line on stderr and exit code 2, like every other bad input."""
 
     def error(self, message: str) -> typing.NoReturn:
@@ -300,7 +312,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
     """One flag per `TrainConfig` field, plus --config. Unset flags stay out of the namespace."""
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog=prog,
         description="Train an A3C agent with Hogwild workers. "
         "Settings come from the dataclass defaults, then a preset (--config FILE, or the "
@@ -331,6 +343,26 @@ def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
                 help=help_text,
             )
     return parser
+
+
+# Settings that shape the model: a resumed run must keep the saved ones.
+MODEL_SETTINGS = ("env", "hidden_size", "lstm", "frame_size")
+
+
+def resumed_config(saved: Mapping[str, Any], args: argparse.Namespace) -> TrainConfig:
+    """The config a checkpoint was trained with, then the flags given now (a longer budget,
+    more workers); flags that would change the model's shape are refused."""
+    if getattr(args, "config", None) is not None:
+        raise UsageError("--resume continues the saved settings; give changes as flags")
+    config = TrainConfig.from_dict(saved, source="checkpoint config")
+    flags = {k: v for k, v in vars(args).items() if k != "config"}
+    for name in MODEL_SETTINGS:
+        if name in flags and flags[name] != getattr(config, name):
+            raise UsageError(
+                f"{_flag(name)} cannot change on --resume (the checkpoint has "
+                f"{getattr(config, name)!r})"
+            )
+    return config.replace(flags, source="command line").validate()
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None]:

@@ -73,7 +73,7 @@ def is_atari(env_id: str) -> bool:
     return isinstance(entry_point, str) and entry_point.startswith("ale_py")
 
 
-def make_env(env_id: str, frame_size: int = 42) -> gym.Env:
+def make_env(env_id: str, frame_size: int = 42, render_mode: str | None = None) -> gym.Env:
     """The environment with the wrappers a3c uses.
 
     `RecordEpisodeStatistics` is outermost, so the episode scores it reports are the
@@ -82,8 +82,8 @@ def make_env(env_id: str, frame_size: int = 42) -> gym.Env:
     """
     _check_registered(env_id)
     if not is_atari(env_id):
-        return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
-    env = gym.make(env_id)
+        return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id, render_mode=render_mode))
+    env = gym.make(env_id, render_mode=render_mode)
     emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
     env = gym.wrappers.AtariPreprocessing(
         env,

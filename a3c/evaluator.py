@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from a3c.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
 from a3c.envs import EnvInfo, make_env
 from a3c.errors import UsageError
+from a3c.faults import maybe_inject
 from a3c.metrics import EvalRecord
 from a3c.model import ActorCritic, build_model
 from a3c.worker import SharedObjects, parent_alive
@@ -68,14 +70,14 @@ def play_episodes(
     seed: int,
     greedy: bool,
     max_steps: int,
-    stop: Any = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> EpisodeScores:
     """Play `episodes` episodes; episode i starts from reset(seed=seed + i).
 
     With the same weights, seed and policy the result is the same every time, so a score
     logged during training can be reproduced by `a3c-eval`. An episode is cut after
     `max_steps` steps and scored as it stands. Raises `EvaluationInterrupted` soon after
-    the event `stop` is set.
+    `should_stop()` turns true.
     """
     generator = torch.Generator().manual_seed(seed)
     scores, lengths = [], []
@@ -84,7 +86,7 @@ def play_episodes(
         state = model.initial_state()
         score, length, done = 0.0, 0, False
         while not done and length < max_steps:
-            if stop is not None and length % _STOP_CHECK_STEPS == 0 and stop.is_set():
+            if should_stop is not None and length % _STOP_CHECK_STEPS == 0 and should_stop():
                 raise EvaluationInterrupted
             action, state = model.act(
                 torch.as_tensor(obs).unsqueeze(0), state, greedy=greedy, generator=generator
@@ -114,7 +116,7 @@ class Evaluator:
         self.best_checkpoint = best_checkpoint
         self.start_time = start_time
         self.best_score = -math.inf if best_score is None else best_score
-        self.env = make_env(config.env, frame_size=config.frame_size)
+        self.env = maybe_inject(make_env(config.env, frame_size=config.frame_size), "a3c-evaluator")
         self.model = build_model(config, EnvInfo.of(self.env))
         self.model.eval()
         self.last_step: int | None = None
@@ -141,6 +143,7 @@ class Evaluator:
             step=step,
             episodes=self.shared.episodes_done,
             best_score=None,
+            seconds=time.time() - self.start_time,
         )
         self.model.load_state_dict(snapshot["model"])
         scores = play_episodes(
@@ -150,7 +153,7 @@ class Evaluator:
             seed=self.config.seed + EVAL_SEED_OFFSET,
             greedy=self.config.eval_policy == "greedy",
             max_steps=self.config.eval_max_steps,
-            stop=self.shared.stop,
+            should_stop=lambda: self.shared.stop.is_set() or not parent_alive(),
         )
         record = scores.record(step, time.time() - self.start_time)
         if record.mean > self.best_score:
@@ -169,10 +172,11 @@ def run_evaluator(
     best_checkpoint: Path,
     start_time: float,
     training_done: Any,
+    best_score: float | None,
 ) -> None:
     """Entry point of the evaluation process; evaluates the final weights once training ends."""
     torch.set_num_threads(1)
-    evaluator = Evaluator(config, shared, best_checkpoint, start_time)
+    evaluator = Evaluator(config, shared, best_checkpoint, start_time, best_score)
     with contextlib.suppress(EvaluationInterrupted), contextlib.closing(evaluator):
         while not shared.stop.is_set() and parent_alive():
             if training_done.is_set():
@@ -185,19 +189,62 @@ def run_evaluator(
                 training_done.wait(0.05)
 
 
+class _VideoRecorder(gym.Wrapper):
+    """Appends every rendered frame, from each reset on, to an open imageio writer."""
+
+    def __init__(self, env: gym.Env, writer: Any) -> None:
+        super().__init__(env)
+        self.writer = writer
+
+    def reset(self, **kwargs: Any) -> Any:
+        result = self.env.reset(**kwargs)
+        self.writer.append_data(self.env.render())
+        return result
+
+    def step(self, action: Any) -> Any:
+        result = self.env.step(action)
+        self.writer.append_data(self.env.render())
+        return result
+
+
+def _open_video(path: Path, fps: int) -> Any:
+    try:
+        import imageio.v2 as imageio
+    except ImportError:
+        raise UsageError("--video needs the video extra: pip install 'a3c[video]'") from None
+    try:
+        return imageio.get_writer(path, fps=fps, macro_block_size=1)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise UsageError(f"cannot write video {path}: {error}") from None
+
+
 def evaluate_checkpoint(
-    path: str | Path, episodes: int, seed: int | None = None, greedy: bool | None = None
+    path: str | Path,
+    episodes: int,
+    seed: int | None = None,
+    greedy: bool | None = None,
+    video: Path | None = None,
 ) -> dict[str, Any]:
     """Rebuild env and model from a checkpoint and play it; the report `a3c-eval` prints.
 
     By default the seed and policy are the ones the training evaluator used, so the mean
-    equals the evaluation score logged for the same weights.
+    equals the evaluation score logged for the same weights. With `video`, every frame of
+    every episode goes into that file.
     """
     checkpoint = load_checkpoint(path)
     config = TrainConfig.from_dict(checkpoint["config"], source=f"{path} config")
     seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
     greedy = config.eval_policy == "greedy" if greedy is None else greedy
-    env = make_env(config.env, frame_size=config.frame_size)
+    writer = None
+    try:
+        env = make_env(
+            config.env, frame_size=config.frame_size, render_mode="rgb_array" if video else None
+        )
+    except gym.error.DependencyNotInstalled as error:
+        raise UsageError(f"cannot render {config.env} for --video: {error}") from None
+    if video is not None:
+        writer = _open_video(video, fps=int(env.metadata.get("render_fps") or 30))
+        env = _VideoRecorder(env, writer)
     try:
         model = build_model(config, EnvInfo.of(env))
         try:
@@ -212,6 +259,8 @@ def evaluate_checkpoint(
         )
     finally:
         env.close()
+        if writer is not None:
+            writer.close()
     return {
         "checkpoint": str(path),
         "env": config.env,
@@ -226,4 +275,5 @@ def evaluate_checkpoint(
         "mean_length": float(np.mean(scores.lengths)),
         "scores": scores.scores,
         "lengths": scores.lengths,
+        "video": None if video is None else str(video),
     }

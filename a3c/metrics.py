@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -35,6 +36,24 @@ class EvalRecord:
     mean_length: float
 
 
+@dataclass(frozen=True)
+class SkippedUpdate:
+    """An update a worker did not hand over, because its loss or gradient was not finite."""
+
+    worker: int
+    step: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProcessFault:
+    """A child process failed; `fatal` means training must stop rather than restart it."""
+
+    process: str
+    report: str
+    fatal: bool
+
+
 class _CsvLog:
     """Append-only CSV with a header, flushed per row so a crash loses nothing written."""
 
@@ -64,6 +83,13 @@ class RunDirectory:
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         self.episodes = _CsvLog(path / "episodes.csv", EpisodeRecord)
         self.evals = _CsvLog(path / "eval.csv", EvalRecord)
+        self.skipped = _CsvLog(path / "skipped_updates.csv", SkippedUpdate)
+        self._errors_path = path / "errors.log"
+
+    def log_error(self, text: str) -> None:
+        """Append a report (a traceback, say) to errors.log, flushed at once."""
+        with self._errors_path.open("a") as file:
+            file.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text.rstrip()}\n")
 
     @classmethod
     def create(cls, config: TrainConfig) -> RunDirectory:
@@ -85,6 +111,34 @@ class RunDirectory:
         except OSError as error:
             raise UsageError(f"cannot write the run folder under {parent}: {error}") from None
 
+    @classmethod
+    def continue_or_create(cls, config: TrainConfig, checkpoint: Path | None) -> RunDirectory:
+        """The run folder a checkpoint came from (logs are appended there), else a new one."""
+        if checkpoint is not None:
+            folder = checkpoint.resolve().parent.parent
+            if (folder / "config.toml").is_file() and checkpoint.parent.name == "checkpoints":
+                try:
+                    (folder / "config.toml").write_text(to_toml(config))
+                    return cls(folder)
+                except OSError as error:
+                    raise UsageError(f"cannot write the run folder {folder}: {error}") from None
+        return cls.create(config)
+
+    def check_space(self, nbytes: int) -> None:
+        """Write and remove a file of `nbytes` in checkpoints/; `UsageError` if that fails."""
+        probe = self.checkpoints / ".space-check"
+        try:
+            with probe.open("wb") as file:
+                file.write(bytes(nbytes))
+                file.flush()
+                os.fsync(file.fileno())
+        except OSError as error:
+            raise UsageError(
+                f"cannot write checkpoints to {self.checkpoints}: {error.strerror or error}"
+            ) from None
+        finally:
+            probe.unlink(missing_ok=True)
+
     @property
     def latest_checkpoint(self) -> Path:
         return self.checkpoints / "latest.pt"
@@ -96,3 +150,4 @@ class RunDirectory:
     def close(self) -> None:
         self.episodes.close()
         self.evals.close()
+        self.skipped.close()

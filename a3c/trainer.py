@@ -6,9 +6,14 @@ import ctypes
 import math
 import multiprocessing as mp
 import multiprocessing.forkserver
+import os
 import queue
 import signal
+import sys
+import threading
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +25,10 @@ from a3c.checkpoint import build_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
 from a3c.envs import describe_env
 from a3c.evaluator import Evaluator, run_evaluator
-from a3c.metrics import EpisodeRecord, EvalRecord, RunDirectory
+from a3c.metrics import EpisodeRecord, EvalRecord, ProcessFault, RunDirectory, SkippedUpdate
 from a3c.model import build_model
 from a3c.optim import make_shared_optimizer
-from a3c.worker import SharedObjects, Worker, run_worker
+from a3c.worker import SharedObjects, TrainingDiverged, Worker, run_worker
 
 # How long children get to finish their current rollout before they are terminated.
 JOIN_TIMEOUT_S = 10.0
@@ -39,7 +44,13 @@ class TrainResult:
     steps: int
     episodes: int
     best_score: float | None
-    interrupted: bool
+    exit_code: int  # 0 done, 130 after Ctrl-C, 143 after SIGTERM
+    skipped_updates: int = 0
+    restarts: int = 0
+
+    @property
+    def interrupted(self) -> bool:
+        return self.exit_code != 0
 
 
 def _process_context() -> Any:
@@ -71,35 +82,80 @@ def _name_process(name: str) -> None:
         pass
 
 
+def _child_main(name: str, shared: SharedObjects, body: Callable[[], None]) -> None:
+    """Run a child's loop; a failure goes to the main process as text, then exit code 1."""
+    _ignore_sigint()
+    _name_process(name)
+    try:
+        body()
+    except BaseException as error:
+        report = f"{name} failed:\n{traceback.format_exc()}"
+        shared.messages.put(ProcessFault(name, report, fatal=isinstance(error, TrainingDiverged)))
+        shared.messages.close()
+        shared.messages.join_thread()  # the report must reach the pipe before we exit
+        os._exit(1)
+
+
 def _worker_main(rank: int, config: TrainConfig, shared: SharedObjects) -> None:
-    _ignore_sigint()
-    _name_process(f"a3c-worker-{rank}")
-    run_worker(rank, config, shared)
+    _child_main(f"a3c-worker-{rank}", shared, lambda: run_worker(rank, config, shared))
 
 
-def _evaluator_main(*args: Any) -> None:
-    _ignore_sigint()
-    _name_process("a3c-evaluator")
-    run_evaluator(*args)
+def _evaluator_main(config: TrainConfig, shared: SharedObjects, *args: Any) -> None:
+    _child_main("a3c-evaluator", shared, lambda: run_evaluator(config, shared, *args))
+
+
+def _fixed(*values: Any) -> Callable[[], tuple]:
+    return lambda: values
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: shut down like Ctrl-C, exit with 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@dataclass
+class _Child:
+    """One role among the children, and the process now filling it."""
+
+    name: str
+    start: Callable[[], Any]  # makes and starts a fresh process for the role
+    process: Any = None
+    finished: bool = False
 
 
 class Trainer:
     """One training run: `run()` returns when the budget is spent, the target is reached,
     or the user interrupts."""
 
-    def __init__(self, config: TrainConfig, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        quiet: bool = False,
+        resume: dict[str, Any] | None = None,
+        resume_from: Path | None = None,
+    ) -> None:
+        """`resume` is a loaded checkpoint to continue from; its run folder, found from
+        `resume_from`, receives the appended logs when it still exists."""
         self.config = config
         self.quiet = quiet
-        self.start_time = time.time()
+        resumed_seconds = float(resume.get("seconds", 0.0)) if resume else 0.0
+        self.start_time = time.time() - resumed_seconds
         info = describe_env(config.env, frame_size=config.frame_size)
-        self.run_dir = RunDirectory.create(config)
-        self.context = _process_context()
-        if not config.serial:
-            # The server boots (imports torch) while this process builds the model.
-            multiprocessing.forkserver.ensure_running()
+        self.run_dir = RunDirectory.continue_or_create(config, resume_from)
         torch.manual_seed(config.seed)
         torch.set_num_threads(1)
         model = build_model(config, info)
+        # Weights plus optimiser state: the folder must take a checkpoint before any child
+        # process starts, or the run would fail at its first save.
+        model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        self.run_dir.check_space(3 * model_bytes)
+        self.context = _process_context()
+        if not config.serial:
+            # The server boots (imports torch) while this process builds the optimiser.
+            multiprocessing.forkserver.ensure_running()
         model.share_memory()
         optimizer = make_shared_optimizer(
             config.optimizer,
@@ -108,20 +164,39 @@ class Trainer:
             eps=config.optimizer_eps,
             rmsprop_alpha=config.rmsprop_alpha,
         )
+        steps, episodes, self.best_score = 0, 0, None
+        if resume is not None:
+            model.load_state_dict(resume["model"])
+            if resume.get("optimizer") is not None:
+                optimizer.load_state_dict(resume["optimizer"])
+                optimizer.share_memory()  # loading replaced the shared tensors
+            steps, episodes = int(resume["step"]), int(resume.get("episodes", 0))
+            self.best_score = resume.get("best_score")
         self.shared = SharedObjects(
             model=model,
             optimizer=optimizer,
-            step_counter=self.context.Value("q", 0),
-            episode_counter=self.context.Value("q", 0),
+            step_counter=self.context.Value("q", steps),
+            episode_counter=self.context.Value("q", episodes),
             stop=self.context.Event(),
             messages=queue.SimpleQueue() if config.serial else self.context.Queue(),
         )
-        self.best_score: float | None = None
         self.last_eval: EvalRecord | None = None
-        self.next_checkpoint = config.checkpoint_interval
+        self.skipped_updates = 0
+        self.restarts = 0
+        self.fatal: str | None = None
+        self.children: list[_Child] = []
+        interval = config.checkpoint_interval
+        self.next_checkpoint = (steps // interval + 1) * interval
         self.bar: tqdm | None = None
 
     # ------------------------------------------------------------------ reporting
+
+    def _warn(self, text: str) -> None:
+        """Problems go to stderr even with --quiet."""
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
     def _say(self, text: str) -> None:
         if self.quiet:
@@ -131,9 +206,24 @@ class Trainer:
         else:
             print(text, flush=True)
 
-    def _handle(self, record: EpisodeRecord | EvalRecord) -> None:
+    def _handle(self, record: EpisodeRecord | EvalRecord | SkippedUpdate | ProcessFault) -> None:
         if isinstance(record, EpisodeRecord):
             self.run_dir.episodes.write(record)
+            return
+        if isinstance(record, SkippedUpdate):
+            self.skipped_updates += 1
+            self.run_dir.skipped.write(record)
+            if self.skipped_updates <= 3:
+                self._warn(
+                    f"worker {record.worker} skipped an update at step {record.step:,}: "
+                    f"{record.reason} (all are listed in skipped_updates.csv)"
+                )
+            return
+        if isinstance(record, ProcessFault):
+            self.run_dir.log_error(record.report)
+            self._warn(record.report.rstrip())
+            if record.fatal:
+                self.fatal = record.report.splitlines()[-1]
             return
         self.run_dir.evals.write(record)
         self.last_eval = record
@@ -184,6 +274,7 @@ class Trainer:
             step=self.shared.steps_done,
             episodes=self.shared.episodes_done,
             best_score=self.best_score,
+            seconds=time.time() - self.start_time,
         )
         save_checkpoint(checkpoint, self.run_dir.latest_checkpoint)
 
@@ -191,54 +282,80 @@ class Trainer:
 
     def run(self) -> TrainResult:
         config = self.config
+        resumed = self.shared.steps_done
         self._say(
-            f"a3c: {config.env}, {config.workers} workers, {config.total_steps:,} agent steps; "
-            f"run folder {self.run_dir.path}"
+            f"a3c: {config.env}, {config.workers} workers, {config.total_steps:,} agent steps"
+            + (f" (resuming at {resumed:,})" if resumed else "")
+            + f"; run folder {self.run_dir.path}"
         )
         self.bar = tqdm(
             total=config.total_steps,
+            initial=min(resumed, config.total_steps),
             unit="step",
             unit_scale=True,
             dynamic_ncols=True,
             disable=self.quiet or None,  # None: shown on a terminal only
             smoothing=0.05,
         )
-        interrupted = False
+        exit_code = 0
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        if in_main_thread:
+            previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             if config.serial:
                 self._run_serial()
             else:
                 self._run_parallel()
-        except KeyboardInterrupt:
-            interrupted = True
-            self.shared.stop.set()
-            self._say("interrupted: stopping workers and saving a final checkpoint")
+        except KeyboardInterrupt as interrupt:
+            exit_code = 143 if isinstance(interrupt, Terminated) else 130
+            if in_main_thread:
+                # A second Ctrl-C or SIGTERM ends everything at once, children included.
+                signal.signal(signal.SIGINT, self._exit_now)
+                signal.signal(signal.SIGTERM, self._exit_now)
+            self._warn("interrupted: stopping workers and saving a final checkpoint "
+                       "(interrupt again to quit at once)")  # fmt: skip
         finally:
             self.shared.stop.set()
+            self._stop_children()
             self._update_progress()
             self.bar.close()
             self.bar = None
             self.save_latest()
             self.run_dir.close()
+            if in_main_thread:
+                signal.signal(signal.SIGTERM, previous_sigterm)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
         return TrainResult(
             run_dir=self.run_dir.path,
             steps=self.shared.steps_done,
             episodes=self.shared.episodes_done,
             best_score=self.best_score,
-            interrupted=interrupted,
+            exit_code=exit_code,
+            skipped_updates=self.skipped_updates,
+            restarts=self.restarts,
         )
+
+    def _exit_now(self, signum: int, frame: Any) -> None:
+        for child in self.children:
+            if child.process is not None and child.process.is_alive():
+                child.process.kill()
+        os._exit(128 + signum)
 
     def _run_serial(self) -> None:
         """Worker and evaluator in this process: plain Python, debuggable, no children."""
         worker = Worker(0, self.config, self.shared)
         evaluator = Evaluator(
-            self.config, self.shared, self.run_dir.best_checkpoint, self.start_time
+            self.config, self.shared, self.run_dir.best_checkpoint, self.start_time, self.best_score
         )
         try:
             while (
                 self.shared.steps_done < self.config.total_steps and not self.shared.stop.is_set()
             ):
-                worker.train_once()
+                try:
+                    worker.train_once()
+                except TrainingDiverged as error:
+                    self._drain(timeout=0)
+                    raise TrainingFailed(str(error)) from None
                 if evaluator.due:
                     evaluator.evaluate()
                 self._drain(timeout=0)
@@ -253,75 +370,95 @@ class Trainer:
     def _run_parallel(self) -> None:
         config, shared, context = self.config, self.shared, self.context
         training_done = context.Event()
-        workers = [
-            context.Process(
-                target=_worker_main,
-                args=(rank, config, shared),
-                name=f"a3c-worker-{rank}",
-                daemon=True,
-            )
-            for rank in range(config.workers)
-        ]
-        evaluator = context.Process(
-            target=_evaluator_main,
-            args=(
-                config,
-                shared,
-                self.run_dir.best_checkpoint,
-                self.start_time,
-                training_done,
+
+        def starter(
+            name: str, target: Callable[..., None], args: Callable[[], tuple]
+        ) -> Callable[[], Any]:
+            def start() -> Any:
+                process = context.Process(target=target, args=args(), name=name, daemon=True)
+                process.start()
+                return process
+
+            return start
+
+        evaluator = _Child(
+            "a3c-evaluator",
+            starter(
+                "a3c-evaluator",
+                _evaluator_main,
+                # A restarted evaluator must know the best score so far, not the first one.
+                lambda: (config, shared, self.run_dir.best_checkpoint, self.start_time,
+                         training_done, self.best_score),
             ),
-            name="a3c-evaluator",
-            daemon=True,
-        )
+        )  # fmt: skip
+        workers = [
+            _Child(name, starter(name, _worker_main, _fixed(rank, config, shared)))
+            for rank, name in ((r, f"a3c-worker-{r}") for r in range(config.workers))
+        ]
         # The evaluator starts first so that it is not starved while the workers train.
-        children = [evaluator, *workers]
-        try:
-            for child in children:
-                child.start()
-            while any(w.is_alive() for w in workers):
-                self._drain(timeout=0.1)
-                self._update_progress()
-                self._check(children)
-            self._check(children)
-            training_done.set()
-            while evaluator.is_alive():
-                self._drain(timeout=0.1)
-                self._check([evaluator])
-            self._drain(timeout=0)
-        finally:
-            shared.stop.set()
-            training_done.set()
-            self._stop_children(children)
+        self.children = [evaluator, *workers]
+        for child in self.children:
+            child.process = child.start()
+        while not all(w.finished for w in workers):
+            self._drain(timeout=0.1)
+            self._update_progress()
+            self._supervise()
+        training_done.set()
+        while not evaluator.finished:
+            self._drain(timeout=0.1)
+            self._supervise()
+        self._drain(timeout=0)
 
-    def _check(self, children: list[Any]) -> None:
-        for child in children:
-            if child.exitcode not in (None, 0):
-                how = (
-                    f"was killed by signal {-child.exitcode}"
-                    if child.exitcode < 0
-                    else f"exited with code {child.exitcode}"
+    def _supervise(self) -> None:
+        """Notice children that ended; restart failed ones, up to max_restarts in all."""
+        if self.fatal is not None:
+            raise TrainingFailed(self.fatal)
+        for child in self.children:
+            code = child.process.exitcode
+            if child.finished or code is None:
+                continue
+            if code == 0:
+                child.finished = True
+                continue
+            self._drain(timeout=0.2)  # its traceback, if it sent one
+            if self.fatal is not None:
+                raise TrainingFailed(self.fatal)
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            if self.restarts >= self.config.max_restarts or self.shared.stop.is_set():
+                raise TrainingFailed(
+                    f"{child.name} {how}, after {self.restarts} restarts "
+                    f"(--max-restarts {self.config.max_restarts})"
                 )
-                raise TrainingFailed(f"{child.name} {how}")
+            self.restarts += 1
+            message = f"{child.name} {how}; restarting it from the shared weights"
+            self.run_dir.log_error(message)
+            self._warn(message + f" (restart {self.restarts} of {self.config.max_restarts})")
+            child.process = child.start()
 
-    def _stop_children(self, children: list[Any]) -> None:
-        """Join every child, draining records so none blocks on a full pipe; then terminate."""
+    def _stop_children(self) -> None:
+        """Join every child, draining records so none blocks on a full pipe; then kill."""
+        processes = [c.process for c in self.children if c.process is not None]
         deadline = time.monotonic() + JOIN_TIMEOUT_S
-        while any(c.is_alive() for c in children) and time.monotonic() < deadline:
+        while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
             self._drain(timeout=0.05)
-        for child in children:
-            if child.is_alive():
-                child.terminate()
-            child.join(timeout=1.0)
-            if child.is_alive():
-                child.kill()
-                child.join()
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+            process.join(timeout=1.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
         self._drain(timeout=0)
 
 
-def train(config: TrainConfig, quiet: bool = False) -> TrainResult:
-    """Run training as `config` says and return where its files are."""
-    return Trainer(config, quiet=quiet).run()
+def train(
+    config: TrainConfig,
+    quiet: bool = False,
+    resume: dict[str, Any] | None = None,
+    resume_from: Path | None = None,
+) -> TrainResult:
+    """Run training as `config` says (continuing `resume` if given); return where its files are."""
+    return Trainer(config, quiet=quiet, resume=resume, resume_from=resume_from).run()
 
 
 def format_summary(result: TrainResult) -> str:
@@ -330,9 +467,12 @@ def format_summary(result: TrainResult) -> str:
         if result.best_score is None or math.isnan(result.best_score)
         else (f"{result.best_score:g}")
     )
+    troubles = ""
+    if result.skipped_updates or result.restarts:
+        troubles = f", {result.skipped_updates} skipped updates, {result.restarts} process restarts"
     return (
         f"done: {result.steps:,} agent steps, {result.episodes:,} episodes, "
-        f"best evaluation {best}; files in {result.run_dir}"
+        f"best evaluation {best}{troubles}; files in {result.run_dir}"
     )
 
 

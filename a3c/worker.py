@@ -9,6 +9,7 @@ step-by-step version, at a fraction of the autograd bookkeeping.
 from __future__ import annotations
 
 import dataclasses
+import math
 import multiprocessing as mp
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,8 @@ import torch.nn.functional as F
 
 from a3c.config import TrainConfig
 from a3c.envs import EnvInfo, make_env
-from a3c.metrics import EpisodeRecord
+from a3c.faults import maybe_inject
+from a3c.metrics import EpisodeRecord, SkippedUpdate
 from a3c.model import ActorCritic, State, build_model
 from a3c.returns import gae, n_step_returns
 
@@ -67,15 +69,26 @@ def apply_gradients(
     Local gradients are cleared (set to None) before each backward, so nothing accumulates
     across updates. The classic ``ensure_shared_grads`` skipped the hand-over once a shared
     grad existed, which on torch >= 2.0 fed the optimiser running sums of gradients.
-    Returns the gradient norm before clipping.
+
+    A non-finite loss or gradient is never handed over: the shared weights and optimiser
+    state stay untouched. Returns the gradient norm before clipping (NaN or inf when the
+    update was skipped).
     """
     local_model.zero_grad(set_to_none=True)
+    if not torch.isfinite(loss):
+        return float("nan")
     loss.backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(local_model.parameters(), max_grad_norm)
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(local_model.parameters(), max_grad_norm))
+    if not math.isfinite(grad_norm):
+        return grad_norm
     for shared, local in zip(shared_model.parameters(), local_model.parameters(), strict=True):
         shared.grad = local.grad
     optimizer.step()
-    return float(grad_norm)
+    return grad_norm
+
+
+class TrainingDiverged(Exception):
+    """Too many updates in a row had a non-finite loss or gradient."""
 
 
 @dataclass
@@ -111,7 +124,11 @@ class Worker:
         torch.manual_seed(config.seed + rank)
         np.random.seed(config.seed + rank)
         count = config.envs_per_worker
-        self.envs = [make_env(config.env, frame_size=config.frame_size) for _ in range(count)]
+        self.envs = [
+            maybe_inject(make_env(config.env, frame_size=config.frame_size), f"a3c-worker-{rank}")
+            for _ in range(count)
+        ]
+        self.nonfinite_in_a_row = 0
         self.model = build_model(config, EnvInfo.of(self.envs[0]))
         observations, self.lives = [], []
         for index, env in enumerate(self.envs):
@@ -236,10 +253,21 @@ class Worker:
         lr = self.config.learning_rate_at(self.shared.steps_done)
         for group in self.shared.optimizer.param_groups:
             group["lr"] = lr
-        apply_gradients(
+        grad_norm = apply_gradients(
             self.model, self.shared.model, self.shared.optimizer, loss, self.config.max_grad_norm
         )
         total = self.shared.add_steps(len(rollout))
+        if math.isfinite(grad_norm):
+            self.nonfinite_in_a_row = 0
+        else:
+            self.nonfinite_in_a_row += 1
+            what = "loss" if not torch.isfinite(loss) else "gradient"
+            self.shared.messages.put(SkippedUpdate(self.rank, total, f"non-finite {what}"))
+            if self.nonfinite_in_a_row >= self.config.max_nonfinite_updates:
+                raise TrainingDiverged(
+                    f"worker {self.rank}: {self.nonfinite_in_a_row} updates in a row had a "
+                    f"non-finite {what}; the shared weights never received one"
+                )
         for episode in rollout.episodes:
             self.shared.add_episode()
             self.shared.messages.put(dataclasses.replace(episode, step=total))

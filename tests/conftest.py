@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -29,6 +30,17 @@ def leftover_processes(marker: str) -> list[int]:
     return found
 
 
+def process_named(marker: str, name: str) -> int | None:
+    """PID of the live process carrying `marker` whose /proc comm is `name`."""
+    for pid in leftover_processes(marker):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                return pid
+        except OSError:
+            continue
+    return None
+
+
 class Cli:
     """Runs a3c-train / a3c-eval in a subprocess tagged with a unique marker."""
 
@@ -48,8 +60,33 @@ class Cli:
             cwd=cwd,
         )
 
+    def start(self, command: str, *args: str) -> subprocess.Popen[str]:
+        """Start a command without waiting; its output is captured."""
+        return subprocess.Popen(
+            [str(BIN / command), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+        )
+
     def leftovers(self) -> list[int]:
         return leftover_processes(self.marker)
+
+    def wait_for_no_leftovers(self, seconds: float = 10.0) -> list[int]:
+        deadline = time.monotonic() + seconds
+        while (left := self.leftovers()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left
+
+    def wait_for_process(self, name: str, seconds: float = 60.0) -> int:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pid = process_named(self.marker, name)
+            if pid is not None:
+                return pid
+            time.sleep(0.2)
+        raise AssertionError(f"no process named {name} appeared within {seconds} s")
 
 
 @pytest.fixture

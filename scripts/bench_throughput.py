@@ -1,0 +1,201 @@
+"""Training throughput against the emulator's own limit, measured side by side in one run.
+
+For one environment, worker count and envs-per-worker it measures, one after the other:
+
+(a) env only: as many processes as workers, each stepping its K environments (same ids,
+    same wrappers) with random actions: the most agent steps/s these cores can give;
+(b) training: the real trainer with the same settings, its global step counter sampled
+    after a warm-up;
+(c) where one worker's time goes per agent step: environment, rollout forward pass,
+    batched re-scoring, backward pass and gradient hand-off, optimiser step.
+
+    python scripts/bench_throughput.py --env PongNoFrameskip-v4 --workers 2 --envs-per-worker 4
+    python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import queue
+import tempfile
+import threading
+import time
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from a3c.config import TrainConfig, find_preset, load_toml
+from a3c.envs import describe_env, make_env
+from a3c.model import build_model
+from a3c.optim import make_shared_optimizer
+from a3c.trainer import Trainer
+from a3c.worker import SharedObjects, Worker, apply_gradients
+
+
+def _step_randomly(env_id: str, frame_size: int, count: int, seconds: float, out: Any) -> None:
+    envs = [make_env(env_id, frame_size=frame_size) for _ in range(count)]
+    for index, env in enumerate(envs):
+        env.reset(seed=index)
+        env.action_space.seed(index)
+    steps, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for env in envs:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+        steps += count
+    out.put(steps / seconds)
+
+
+def env_only(config: TrainConfig, seconds: float) -> float:
+    context = mp.get_context("forkserver")
+    results = context.Queue()
+    processes = [
+        context.Process(
+            target=_step_randomly,
+            args=(config.env, config.frame_size, config.envs_per_worker, seconds, results),
+        )
+        for _ in range(max(config.workers, 1))
+    ]
+    for process in processes:
+        process.start()
+    rates = [results.get() for _ in processes]
+    for process in processes:
+        process.join()
+    return float(sum(rates))
+
+
+def training(config: TrainConfig, seconds: float, warmup: float) -> float:
+    trainer = Trainer(config, quiet=True)
+    samples: list[tuple[float, int]] = []
+
+    def watch() -> None:
+        while trainer.shared.steps_done == 0 and not trainer.shared.stop.is_set():
+            time.sleep(0.05)
+        time.sleep(warmup)
+        samples.append((time.monotonic(), trainer.shared.steps_done))
+        time.sleep(seconds)
+        samples.append((time.monotonic(), trainer.shared.steps_done))
+        trainer.shared.stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    trainer.run()
+    watcher.join()
+    (t0, n0), (t1, n1) = samples
+    return (n1 - n0) / (t1 - t0)
+
+
+class _TimedEnv(gym.Wrapper):
+    def __init__(self, env: gym.Env, clock: dict[str, float]) -> None:
+        super().__init__(env)
+        self.clock = clock
+
+    def step(self, action: Any) -> Any:
+        started = time.perf_counter()
+        result = self.env.step(action)
+        self.clock["env"] += time.perf_counter() - started
+        return result
+
+
+def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
+    """Milliseconds per agent step in one serial worker, by part."""
+    torch.set_num_threads(1)
+    model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
+    model.share_memory()
+    optimizer = make_shared_optimizer(
+        config.optimizer, model.parameters(), config.lr, config.optimizer_eps,
+        config.rmsprop_alpha,
+    )  # fmt: skip
+    shared = SharedObjects(
+        model, optimizer, mp.Value("q", 0), mp.Value("q", 0), mp.Event(), queue.SimpleQueue()
+    )
+    worker = Worker(0, config, shared)
+    clock = dict.fromkeys(("env", "rollout", "rescore", "backward", "optimiser"), 0.0)
+    worker.envs = [_TimedEnv(env, clock) for env in worker.envs]
+    optimizer.register_step_pre_hook(lambda *_: clock.__setitem__("_step", time.perf_counter()))
+    optimizer.register_step_post_hook(
+        lambda *_: clock.__setitem__(
+            "optimiser", clock["optimiser"] + time.perf_counter() - clock["_step"]
+        )
+    )
+    steps = 0
+    for update in range(updates + 3):
+        if update == 3:  # warm-up excluded
+            clock.update(dict.fromkeys(clock, 0.0))
+            steps = 0
+        started = time.perf_counter()
+        rollout = worker.collect_rollout()
+        collected = time.perf_counter()
+        loss = worker.loss(rollout)
+        scored = time.perf_counter()
+        apply_gradients(worker.model, model, optimizer, loss, config.max_grad_norm)
+        done = time.perf_counter()
+        clock["rollout"] += collected - started
+        clock["rescore"] += scored - collected
+        clock["backward"] += done - scored
+        steps += len(rollout)
+    worker.close()
+    clock["rollout"] -= clock["env"]  # the forward passes and bookkeeping of the rollout
+    clock["backward"] -= clock["optimiser"]
+    clock.pop("_step", None)
+    return {part: 1000 * seconds / steps for part, seconds in clock.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="PongNoFrameskip-v4")
+    parser.add_argument("--workers", type=int, nargs="+", default=[2])
+    parser.add_argument("--envs-per-worker", type=int, nargs="+", default=[4])
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--split-updates", type=int, default=20)
+    args = parser.parse_args()
+
+    preset = find_preset(args.env)
+    base = TrainConfig(env=args.env)
+    if preset is not None:
+        base = base.replace(load_toml(preset))
+    rows = []
+    with tempfile.TemporaryDirectory() as run_dir:
+        for workers in args.workers:
+            for envs in args.envs_per_worker:
+                config = base.replace(
+                    {"workers": workers, "envs_per_worker": envs, "run_dir": run_dir,
+                     "eval_interval": 10**12, "checkpoint_interval": 10**12,
+                     "total_steps": 10**12},
+                )  # fmt: skip
+                env_rate = env_only(config, args.seconds)
+                train_rate = training(config, args.seconds, args.warmup)
+                split = time_split(config, args.split_updates)
+                rows.append((workers, envs, env_rate, train_rate, split))
+                print(
+                    f"workers {workers:>2}  envs/worker {envs:>2}  env-only {env_rate:7.0f}/s  "
+                    f"training {train_rate:7.0f}/s  ratio {train_rate / env_rate:.2f}",
+                    flush=True,
+                )
+
+    print(f"\n{args.env}, preset {preset.name if preset else 'none'}")
+    print("| workers | envs/worker | env-only steps/s | training steps/s | ratio |")
+    print("|---:|---:|---:|---:|---:|")
+    for workers, envs, env_rate, train_rate, _ in rows:
+        print(f"| {workers} | {envs} | {env_rate:,.0f} | {train_rate:,.0f} | "
+              f"{train_rate / env_rate:.2f} |")  # fmt: skip
+    print("\nms per agent step in one worker (serial, one core):")
+    parts = list(rows[0][4])
+    print("| envs/worker | " + " | ".join(parts) + " | total |")
+    print("|---:|" + "---:|" * (len(parts) + 1))
+    seen = set()
+    for _, envs, _, _, split in rows:
+        if envs in seen:
+            continue
+        seen.add(envs)
+        total = sum(split.values())
+        print(f"| {envs} | " + " | ".join(f"{split[p]:.3f}" for p in parts) + f" | {total:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

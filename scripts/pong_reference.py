@@ -1,0 +1,59 @@
+"""The Pong reference run: train PongNoFrameskip-v4 with the shipped preset for up to an hour.
+
+    python scripts/pong_reference.py --minutes 60 --workers 2
+
+Runs the real `a3c-train`, stops it with Ctrl-C (SIGINT) when the time is up (it then writes
+its final checkpoint and logs), prints evaluation score against minutes and agent steps as
+a Markdown table, and draws the curve with scripts/plot_eval.py when matplotlib is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/reference"))
+    parser.add_argument("--plot", type=Path, default=Path("docs/pong_reference.png"))
+    parser.add_argument("train_args", nargs="*", help="more a3c-train flags, after --")
+    args = parser.parse_args()
+
+    bin_dir = Path(sys.executable).parent
+    command = [str(bin_dir / "a3c-train"), "--env", "PongNoFrameskip-v4",
+               "--workers", str(args.workers), "--run-dir", str(args.run_dir),
+               *args.train_args]  # fmt: skip
+    started = time.monotonic()
+    process = subprocess.Popen(command)
+    try:
+        process.wait(timeout=args.minutes * 60)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        process.wait()
+    print(f"a3c-train ended after {(time.monotonic() - started) / 60:.1f} minutes")
+
+    run = max(args.run_dir.glob("PongNoFrameskip-v4-*"), key=lambda p: p.stat().st_mtime)
+    with (run / "eval.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    print(f"\n{run}\n| minutes | agent steps | evaluation mean ± std | min | max |")
+    print("|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {float(row['seconds']) / 60:.1f} | {int(row['step']):,} | "
+              f"{float(row['mean']):.1f} ± {float(row['std']):.1f} | "
+              f"{float(row['min']):g} | {float(row['max']):g} |")  # fmt: skip
+    subprocess.run([sys.executable, str(Path(__file__).parent / "plot_eval.py"), str(run),
+                    "-o", str(args.plot), "--title", f"PongNoFrameskip-v4, {args.workers} "
+                    "workers on 2 CPU cores"], check=False)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
