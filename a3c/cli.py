@@ -121,3 +121,30 @@ def format_report(report: dict[str, object]) -> str:
         f"seed {report['seed']}): score {report['mean']:.2f} ± {report['std']:.2f}, "
         f"min {report['min']:g}, max {report['max']:g}, mean length {report['mean_length']:.1f}"
     )
+
+
+def plot_main(argv: Sequence[str] | None = None) -> int:
+    from a3c.config import OneLineParser
+
+    parser = OneLineParser(
+        prog="a3c-plot",
+        description="Learning curves of runs: evaluation score against agent steps and wall "
+        "time, and smoothed training returns; several runs are overlaid.",
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
+    parser.add_argument(
+        "--smoothing", type=int, default=20, help="training episodes per mean (default: 20)"
+    )
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        from a3c.plot import plot_runs
+
+        if args.smoothing < 1:
+            raise UsageError(f"--smoothing must be >= 1 (got {args.smoothing})")
+        plot_runs(args.runs, args.output, smoothing=args.smoothing)
+        print(f"wrote {args.output}")
+        return 0
+
+    return _guarded("a3c-plot", body)

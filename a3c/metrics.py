@@ -37,6 +37,20 @@ class EvalRecord:
 
 
 @dataclass(frozen=True)
+class LossStats:
+    """One worker's loss terms, averaged over its last `updates` updates."""
+
+    worker: int
+    step: int
+    updates: int
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    grad_norm: float
+    learning_rate: float
+
+
+@dataclass(frozen=True)
 class SkippedUpdate:
     """An update a worker did not hand over, because its loss or gradient was not finite."""
 
@@ -84,6 +98,7 @@ class RunDirectory:
         self.episodes = _CsvLog(path / "episodes.csv", EpisodeRecord)
         self.evals = _CsvLog(path / "eval.csv", EvalRecord)
         self.skipped = _CsvLog(path / "skipped_updates.csv", SkippedUpdate)
+        self.losses = _CsvLog(path / "losses.csv", LossStats)
         self._errors_path = path / "errors.log"
 
     def log_error(self, text: str) -> None:
@@ -151,3 +166,54 @@ class RunDirectory:
         self.episodes.close()
         self.evals.close()
         self.skipped.close()
+        self.losses.close()
+
+
+class TensorBoardLog:
+    """Event files in the run folder with the documented tags (README, "Metrics").
+
+    Only the main process writes them. `open` returns None when tensorboard is not
+    installed; training runs the same without it.
+    """
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    @classmethod
+    def open(cls, path: Path) -> TensorBoardLog | None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            return None
+        return cls(SummaryWriter(log_dir=str(path), flush_secs=10))
+
+    def episode(self, record: EpisodeRecord) -> None:
+        self.writer.add_scalar("charts/episodic_return", record.score, record.step)
+        self.writer.add_scalar("charts/episodic_length", record.length, record.step)
+
+    def evaluation(self, record: EvalRecord, best: float) -> None:
+        for tag, value in (
+            ("eval/episodic_return", record.mean),
+            ("eval/episodic_return_std", record.std),
+            ("eval/episodic_return_min", record.min),
+            ("eval/episodic_return_max", record.max),
+            ("eval/episodic_length", record.mean_length),
+            ("eval/best_episodic_return", best),
+        ):
+            self.writer.add_scalar(tag, value, record.step)
+
+    def losses(self, record: LossStats) -> None:
+        for tag, value in (
+            ("losses/policy_loss", record.policy_loss),
+            ("losses/value_loss", record.value_loss),
+            ("losses/entropy", record.entropy),
+            ("losses/grad_norm", record.grad_norm),
+            ("charts/learning_rate", record.learning_rate),
+        ):
+            self.writer.add_scalar(tag, value, record.step)
+
+    def speed(self, steps_per_second: float, step: int) -> None:
+        self.writer.add_scalar("charts/SPS", steps_per_second, step)
+
+    def close(self) -> None:
+        self.writer.close()

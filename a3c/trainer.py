@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import math
 import multiprocessing as mp
 import multiprocessing.forkserver
@@ -25,13 +26,24 @@ from a3c.checkpoint import build_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
 from a3c.envs import describe_env
 from a3c.evaluator import Evaluator, run_evaluator
-from a3c.metrics import EpisodeRecord, EvalRecord, ProcessFault, RunDirectory, SkippedUpdate
+from a3c.metrics import (
+    EpisodeRecord,
+    EvalRecord,
+    LossStats,
+    ProcessFault,
+    RunDirectory,
+    SkippedUpdate,
+    TensorBoardLog,
+)
 from a3c.model import build_model
 from a3c.optim import make_shared_optimizer
 from a3c.worker import SharedObjects, TrainingDiverged, Worker, run_worker
 
 # How long children get to finish their current rollout before they are terminated.
 JOIN_TIMEOUT_S = 10.0
+# Steps/s is measured over this many seconds; without a terminal, a progress line this often.
+SPEED_INTERVAL_S = 5.0
+PROGRESS_LINE_S = 30.0
 
 
 class TrainingFailed(Exception):
@@ -102,6 +114,13 @@ def _worker_main(rank: int, config: TrainConfig, shared: SharedObjects) -> None:
 
 def _evaluator_main(config: TrainConfig, shared: SharedObjects, *args: Any) -> None:
     _child_main("a3c-evaluator", shared, lambda: run_evaluator(config, shared, *args))
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _fixed(*values: Any) -> Callable[[], tuple]:
@@ -185,6 +204,11 @@ class Trainer:
         self.restarts = 0
         self.fatal: str | None = None
         self.children: list[_Child] = []
+        self.tensorboard = TensorBoardLog.open(self.run_dir.path)
+        self.speed_sample = (time.monotonic(), steps)
+        self.steps_per_second = 0.0
+        self.plain_progress = False  # set in run(): no terminal, so periodic lines instead
+        self.last_progress_line = time.monotonic()
         interval = config.checkpoint_interval
         self.next_checkpoint = (steps // interval + 1) * interval
         self.bar: tqdm | None = None
@@ -206,9 +230,18 @@ class Trainer:
         else:
             print(text, flush=True)
 
-    def _handle(self, record: EpisodeRecord | EvalRecord | SkippedUpdate | ProcessFault) -> None:
+    def _handle(
+        self, record: EpisodeRecord | EvalRecord | LossStats | SkippedUpdate | ProcessFault
+    ) -> None:
         if isinstance(record, EpisodeRecord):
             self.run_dir.episodes.write(record)
+            if self.tensorboard is not None:
+                self.tensorboard.episode(record)
+            return
+        if isinstance(record, LossStats):
+            self.run_dir.losses.write(record)
+            if self.tensorboard is not None:
+                self.tensorboard.losses(record)
             return
         if isinstance(record, SkippedUpdate):
             self.skipped_updates += 1
@@ -229,6 +262,8 @@ class Trainer:
         self.last_eval = record
         if self.best_score is None or record.mean > self.best_score:
             self.best_score = record.mean
+        if self.tensorboard is not None:
+            self.tensorboard.evaluation(record, self.best_score)
         self._say(
             f"step {record.step:>10,}  eval {record.mean:9.2f} ± {record.std:7.2f}  "
             f"(min {record.min:g}, max {record.max:g}, length {record.mean_length:.0f})  "
@@ -261,10 +296,32 @@ class Trainer:
                 self.bar.set_postfix(
                     eval=f"{self.last_eval.mean:.1f}", best=f"{self.best_score:.1f}", refresh=False
                 )
+        now = time.monotonic()
+        if now - self.speed_sample[0] >= SPEED_INTERVAL_S:
+            then, steps_then = self.speed_sample
+            self.steps_per_second = (steps - steps_then) / (now - then)
+            self.speed_sample = (now, steps)
+            if self.tensorboard is not None:
+                self.tensorboard.speed(self.steps_per_second, steps)
+        if self.plain_progress and now - self.last_progress_line >= PROGRESS_LINE_S:
+            self.last_progress_line = now
+            self._say(self._progress_line(steps))
         if steps >= self.next_checkpoint:
             self.save_latest()
             interval = self.config.checkpoint_interval
             self.next_checkpoint = (steps // interval + 1) * interval
+
+    def _progress_line(self, steps: int) -> str:
+        """What the bar shows, as one line, for logs that are not a terminal."""
+        total = self.config.total_steps
+        rate = self.steps_per_second
+        parts = [f"step {steps:,}/{total:,} ({100 * steps / total:.0f}%)"]
+        if rate > 0:
+            eta = max(0.0, (total - steps) / rate)
+            parts.append(f"{rate:,.0f} steps/s, ETA {int(eta // 60)}m{int(eta % 60):02d}s")
+        if self.last_eval is not None and self.best_score is not None:
+            parts.append(f"eval {self.last_eval.mean:.1f} (best {self.best_score:.1f})")
+        return "  ".join(parts)
 
     def save_latest(self) -> None:
         checkpoint = build_checkpoint(
@@ -288,6 +345,16 @@ class Trainer:
             + (f" (resuming at {resumed:,})" if resumed else "")
             + f"; run folder {self.run_dir.path}"
         )
+        missing = [
+            view
+            for view, module in (
+                ("TensorBoard logs: pip install 'a3c[tensorboard]'", "tensorboard"),
+                ("a3c-plot: pip install 'a3c[plot]'", "matplotlib"),
+            )
+            if not _installed(module)
+        ]
+        if missing:
+            self._say("a3c: optional views not installed; " + "; ".join(missing))
         self.bar = tqdm(
             total=config.total_steps,
             initial=min(resumed, config.total_steps),
@@ -297,6 +364,7 @@ class Trainer:
             disable=self.quiet or None,  # None: shown on a terminal only
             smoothing=0.05,
         )
+        self.plain_progress = self.bar.disable and not self.quiet
         exit_code = 0
         in_main_thread = threading.current_thread() is threading.main_thread()
         if in_main_thread:
@@ -322,6 +390,8 @@ class Trainer:
             self.bar = None
             self.save_latest()
             self.run_dir.close()
+            if self.tensorboard is not None:
+                self.tensorboard.close()
             if in_main_thread:
                 signal.signal(signal.SIGTERM, previous_sigterm)
                 signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import multiprocessing as mp
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from a3c.config import TrainConfig
 from a3c.envs import EnvInfo, make_env
 from a3c.faults import maybe_inject
-from a3c.metrics import EpisodeRecord, SkippedUpdate
+from a3c.metrics import EpisodeRecord, LossStats, SkippedUpdate
 from a3c.model import ActorCritic, State, build_model
 from a3c.returns import gae, n_step_returns
 
@@ -87,6 +87,47 @@ def apply_gradients(
     return grad_norm
 
 
+# Updates averaged into one LossStats record: few messages, still a fine-grained curve.
+LOSS_REPORT_UPDATES = 20
+
+
+class LossTerms(NamedTuple):
+    total: torch.Tensor  # what is backpropagated
+    policy: torch.Tensor
+    value: torch.Tensor
+    entropy: torch.Tensor
+
+
+class _LossAverages:
+    """Running sums of one worker's loss terms between two reports."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+        self.sums = dict.fromkeys(("policy", "value", "entropy", "grad_norm"), 0.0)
+        self.learning_rate = 0.0
+
+    def add(self, terms: LossTerms, grad_norm: float, learning_rate: float) -> None:
+        self.updates += 1
+        self.sums["policy"] += float(terms.policy)
+        self.sums["value"] += float(terms.value)
+        self.sums["entropy"] += float(terms.entropy)
+        self.sums["grad_norm"] += grad_norm
+        self.learning_rate = learning_rate
+
+    def report(self, rank: int, step: int) -> LossStats:
+        n = self.updates
+        return LossStats(
+            worker=rank,
+            step=step,
+            updates=n,
+            policy_loss=self.sums["policy"] / n,
+            value_loss=self.sums["value"] / n,
+            entropy=self.sums["entropy"] / n,
+            grad_norm=self.sums["grad_norm"] / n,
+            learning_rate=self.learning_rate,
+        )
+
+
 class TrainingDiverged(Exception):
     """Too many updates in a row had a non-finite loss or gradient."""
 
@@ -129,6 +170,7 @@ class Worker:
             for _ in range(count)
         ]
         self.nonfinite_in_a_row = 0
+        self.stats = _LossAverages()
         self.model = build_model(config, EnvInfo.of(self.envs[0]))
         observations, self.lives = [], []
         for index, env in enumerate(self.envs):
@@ -208,7 +250,7 @@ class Worker:
         _, value, _ = self.model(torch.from_numpy(obs).unsqueeze(0), one_state)
         return float(value.item())
 
-    def loss(self, rollout: Rollout) -> torch.Tensor:
+    def loss(self, rollout: Rollout) -> LossTerms:
         """A3C loss of a rollout, re-scored in one batched pass with gradients."""
         config = self.config
         scored = self.model.evaluate_actions(
@@ -243,13 +285,15 @@ class Worker:
         policy_loss = -(advantages * scored.log_probs).mean()
         value_loss = F.mse_loss(values, returns)
         entropy = scored.entropies.mean()
-        return policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        return LossTerms(total, policy_loss.detach(), value_loss.detach(), entropy.detach())
 
     def train_once(self) -> int:
         """Sync, one rollout, one update of the shared model; returns the global step count."""
         self.model.load_state_dict(self.shared.model.state_dict())
         rollout = self.collect_rollout()
-        loss = self.loss(rollout)
+        terms = self.loss(rollout)
+        loss = terms.total
         lr = self.config.learning_rate_at(self.shared.steps_done)
         for group in self.shared.optimizer.param_groups:
             group["lr"] = lr
@@ -259,6 +303,10 @@ class Worker:
         total = self.shared.add_steps(len(rollout))
         if math.isfinite(grad_norm):
             self.nonfinite_in_a_row = 0
+            self.stats.add(terms, grad_norm, lr)
+            if self.stats.updates >= LOSS_REPORT_UPDATES:
+                self.shared.messages.put(self.stats.report(self.rank, total))
+                self.stats = _LossAverages()
         else:
             self.nonfinite_in_a_row += 1
             what = "loss" if not torch.isfinite(loss) else "gradient"

@@ -129,7 +129,7 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
         started = time.perf_counter()
         rollout = worker.collect_rollout()
         collected = time.perf_counter()
-        loss = worker.loss(rollout)
+        loss = worker.loss(rollout).total
         scored = time.perf_counter()
         apply_gradients(worker.model, model, optimizer, loss, config.max_grad_norm)
         done = time.perf_counter()

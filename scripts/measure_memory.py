@@ -46,6 +46,10 @@ def sample(main_pid: int) -> dict[str, tuple[int, int]]:
             name = (proc / "comm").read_text().strip()
             if pid == main_pid:
                 name = "main"
+            elif name.startswith("python") and "forkserver" in (proc / "cmdline").read_text():
+                name = "fork server"
+            elif name.startswith("python"):
+                name = "resource tracker"
             rss = _kib(proc / "status", "VmRSS")
             pss = _kib(proc / "smaps_rollup", "Pss")
         except OSError:
@@ -75,8 +79,14 @@ def main() -> int:
                 first_minute = last
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
+        from a3c.checkpoint import load_checkpoint
 
-    print(f"a3c-train {' '.join(args.train_args)}: after {time.monotonic() - started:.0f} s")
+        latest = next(Path(run_root).glob("*/checkpoints/latest.pt"))
+        steps = load_checkpoint(latest)["step"]
+
+    seconds = time.monotonic() - started
+    print(f"a3c-train {' '.join(args.train_args)}: {steps:,} agent steps in {seconds:.0f} s, "
+          f"exit code {process.returncode}")  # fmt: skip
     print(f"{'process':<28} {'RSS MiB':>8} {'PSS MiB':>8} {'RSS growth after 1 min':>24}")
     for name, (rss, pss) in sorted(last.items()):
         growth = ""

@@ -4,7 +4,7 @@
 
 Runs the real `a3c-train`, stops it with Ctrl-C (SIGINT) when the time is up (it then writes
 its final checkpoint and logs), prints evaluation score against minutes and agent steps as
-a Markdown table, and draws the curve with scripts/plot_eval.py when matplotlib is there.
+a Markdown table, and draws the curve with a3c-plot (needs the `plot` extra).
 """
 
 from __future__ import annotations
@@ -49,9 +49,8 @@ def main() -> int:
         print(f"| {float(row['seconds']) / 60:.1f} | {int(row['step']):,} | "
               f"{float(row['mean']):.1f} ± {float(row['std']):.1f} | "
               f"{float(row['min']):g} | {float(row['max']):g} |")  # fmt: skip
-    subprocess.run([sys.executable, str(Path(__file__).parent / "plot_eval.py"), str(run),
-                    "-o", str(args.plot), "--title", f"PongNoFrameskip-v4, {args.workers} "
-                    "workers on 2 CPU cores"], check=False)  # fmt: skip
+    plot = [str(bin_dir / "a3c-plot"), str(run), "-o", str(args.plot)]
+    subprocess.run(plot, check=False)
     return 0
 
 

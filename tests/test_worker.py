@@ -10,7 +10,7 @@ import torch
 
 from a3c.config import TrainConfig
 from a3c.envs import describe_env
-from a3c.metrics import EpisodeRecord
+from a3c.metrics import EpisodeRecord, LossStats
 from a3c.model import build_model
 from a3c.optim import SharedAdam, make_shared_optimizer
 from a3c.worker import SharedObjects, Worker, apply_gradients
@@ -78,10 +78,13 @@ def test_counter_grows_once_per_rollout_by_t_max_times_envs() -> None:
     totals = [worker.train_once() for _ in range(30)]
     worker.close()
     assert totals == [21 * (i + 1) for i in range(30)]
-    episodes = []
+    messages = []
     while not shared.messages.empty():
-        episodes.append(shared.messages.get())
-    assert episodes and all(isinstance(e, EpisodeRecord) for e in episodes)
+        messages.append(shared.messages.get())
+    episodes = [m for m in messages if isinstance(m, EpisodeRecord)]
+    (losses,) = [m for m in messages if isinstance(m, LossStats)]  # one per 20 updates
+    assert losses.updates == 20 and losses.step == totals[19]
+    assert episodes
     assert shared.episodes_done == len(episodes)
     assert {e.step for e in episodes} <= set(totals)
     assert sum(e.length for e in episodes) <= shared.steps_done
