@@ -288,14 +288,18 @@ class Trainer:
             except queue.Empty:
                 return
 
-    def _update_progress(self) -> None:
-        steps = self.shared.steps_done
+    def _update_bar(self, steps: int) -> None:
         if self.bar is not None:
             self.bar.update(min(steps, self.config.total_steps) - self.bar.n)
             if self.last_eval is not None:
                 self.bar.set_postfix(
                     eval=f"{self.last_eval.mean:.1f}", best=f"{self.best_score:.1f}", refresh=False
                 )
+
+    def _update_progress(self) -> None:
+        """Bar, steps/s, progress line, and latest.pt at every checkpoint interval."""
+        steps = self.shared.steps_done
+        self._update_bar(steps)
         now = time.monotonic()
         if now - self.speed_sample[0] >= SPEED_INTERVAL_S:
             then, steps_then = self.speed_sample
@@ -385,7 +389,8 @@ class Trainer:
         finally:
             self.shared.stop.set()
             self._stop_children()
-            self._update_progress()
+            # Only the bar: the final latest.pt is written just below, once.
+            self._update_bar(self.shared.steps_done)
             self.bar.close()
             self.bar = None
             self.save_latest()
