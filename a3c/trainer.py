@@ -302,11 +302,7 @@ class Trainer:
         self._update_bar(steps)
         now = time.monotonic()
         if now - self.speed_sample[0] >= SPEED_INTERVAL_S:
-            then, steps_then = self.speed_sample
-            self.steps_per_second = (steps - steps_then) / (now - then)
-            self.speed_sample = (now, steps)
-            if self.tensorboard is not None:
-                self.tensorboard.speed(self.steps_per_second, steps)
+            self._sample_speed(steps, now)
         if self.plain_progress and now - self.last_progress_line >= PROGRESS_LINE_S:
             self.last_progress_line = now
             self._say(self._progress_line(steps))
@@ -314,6 +310,15 @@ class Trainer:
             self.save_latest()
             interval = self.config.checkpoint_interval
             self.next_checkpoint = (steps // interval + 1) * interval
+
+    def _sample_speed(self, steps: int, now: float) -> None:
+        then, steps_then = self.speed_sample
+        if steps == steps_then or now <= then:
+            return
+        self.steps_per_second = (steps - steps_then) / (now - then)
+        self.speed_sample = (now, steps)
+        if self.tensorboard is not None:
+            self.tensorboard.speed(self.steps_per_second, steps)
 
     def _progress_line(self, steps: int) -> str:
         """What the bar shows, as one line, for logs that are not a terminal."""
@@ -389,8 +394,10 @@ class Trainer:
         finally:
             self.shared.stop.set()
             self._stop_children()
-            # Only the bar: the final latest.pt is written just below, once.
+            # Not _update_progress: the final latest.pt is written just below, once. The
+            # last stretch's speed is still logged, so even a short run has an SPS point.
             self._update_bar(self.shared.steps_done)
+            self._sample_speed(self.shared.steps_done, time.monotonic())
             self.bar.close()
             self.bar = None
             self.save_latest()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import multiprocessing as mp
 import queue
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import only_run, read_csv
 
 from a3c.config import TrainConfig, find_preset
 from a3c.envs import describe_env, make_env
@@ -159,9 +159,8 @@ def test_two_workers_train_on_pong_through_the_command(cli, tmp_path: Path) -> N
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    (run,) = list(tmp_path.iterdir())
-    with (run / "eval.csv").open() as file:
-        evals = list(csv.DictReader(file))
+    run = only_run(tmp_path)
+    evals = read_csv(run / "eval.csv")
     assert evals and all(float(row["mean_length"]) <= 200 for row in evals)
     assert all(-21 <= float(row["mean"]) <= 21 for row in evals)
     assert (run / "checkpoints" / "latest.pt").is_file()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import read_csv
 
 from a3c.checkpoint import FORMAT_VERSION, build_checkpoint, load_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
@@ -91,11 +91,6 @@ def cartpole_run(tmp_path_factory) -> Path:
         run_dir=str(tmp_path_factory.mktemp("runs")),
     )
     return train(config, quiet=True).run_dir
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as file:
-        return list(csv.DictReader(file))
 
 
 def test_resume_continues_the_counter_schedule_and_logs(cartpole_run: Path) -> None:

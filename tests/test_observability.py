@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
 import pytest
+from helpers import only_run, read_csv
 
 SHORT_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "8000",
              "--eval-interval", "4000", "--eval-episodes", "2"]  # fmt: skip
@@ -28,8 +28,7 @@ def two_runs(tmp_path_factory) -> list[Path]:
         root = tmp_path_factory.mktemp(f"runs{seed}")
         result = Cli().run("a3c-train", *SHORT_RUN, "--seed", seed, "--run-dir", str(root))
         assert result.returncode == 0, result.stderr
-        (run,) = list(root.iterdir())
-        runs.append(run)
+        runs.append(only_run(root))
     return runs
 
 
@@ -46,8 +45,7 @@ def test_tensorboard_has_every_tag_with_finite_values(two_runs: list[Path]) -> N
 
 
 def test_loss_statistics_are_logged_as_csv(two_runs: list[Path]) -> None:
-    with (two_runs[0] / "losses.csv").open() as file:
-        rows = list(csv.DictReader(file))
+    rows = read_csv(two_runs[0] / "losses.csv")
     assert {row["worker"] for row in rows} == {"0", "1"}
     assert all(float(row["entropy"]) > 0 for row in rows)
     assert all(int(row["updates"]) > 0 for row in rows)
@@ -95,6 +93,6 @@ def test_training_without_the_optional_extras_says_so_once(cli, tmp_path: Path) 
     notes = [line for line in result.stdout.splitlines() if "optional views" in line]
     assert len(notes) == 1
     assert "a3c[tensorboard]" in notes[0] and "a3c[plot]" in notes[0]
-    (run,) = list((tmp_path / "runs").iterdir())
+    run = only_run(tmp_path / "runs")
     assert not list(run.glob("events.out.tfevents*"))
     assert (run / "eval.csv").is_file() and (run / "losses.csv").is_file()

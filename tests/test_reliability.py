@@ -7,7 +7,6 @@ inherit in their environment finds them in /proc.
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import only_run, read_csv
 
 from a3c.checkpoint import load_checkpoint
 
@@ -24,19 +24,13 @@ SHORT_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "6000",
              "--eval-interval", "3000", "--eval-episodes", "2"]  # fmt: skip
 
 
-def only_run(parent: Path) -> Path:
-    (run,) = list(parent.iterdir())
-    return run
-
-
 def wait_until_training(cli, run_root: Path, steps: int = 1, seconds: float = 90) -> None:
     """Until a worker has finished an episode (so training really runs)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         runs = list(run_root.iterdir()) if run_root.exists() else []
         if runs and (runs[0] / "episodes.csv").exists():
-            with (runs[0] / "episodes.csv").open() as file:
-                rows = list(csv.DictReader(file))
+            rows = read_csv(runs[0] / "episodes.csv")
             if rows and int(rows[-1]["step"]) >= steps:
                 return
         time.sleep(0.2)
@@ -97,8 +91,8 @@ def test_a_crashed_evaluator_is_restarted(cli, tmp_path: Path) -> None:
     result = cli.run("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path / "runs"))
     assert result.returncode == 0, result.stderr
     assert "a3c-evaluator failed" in result.stderr
-    with (only_run(tmp_path / "runs") / "eval.csv").open() as file:
-        assert list(csv.DictReader(file)), "the restarted evaluator still evaluates"
+    evals = read_csv(only_run(tmp_path / "runs") / "eval.csv")
+    assert evals, "the restarted evaluator still evaluates"
     assert cli.wait_for_no_leftovers() == []
 
 
@@ -138,8 +132,7 @@ def test_a_nan_update_is_skipped_and_logged(cli, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "skipped an update" in result.stderr and "non-finite loss" in result.stderr
     run = only_run(tmp_path / "runs")
-    with (run / "skipped_updates.csv").open() as file:
-        assert len(list(csv.DictReader(file))) == 1
+    assert len(read_csv(run / "skipped_updates.csv")) == 1
     weights = load_checkpoint(run / "checkpoints" / "latest.pt")["model"]
     assert all(torch.isfinite(w).all() for w in weights.values())
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import json
-import time
 from pathlib import Path
 
 import pytest
+from helpers import only_run, read_csv
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig, load_toml
@@ -15,23 +14,6 @@ from a3c.trainer import train
 
 # A policy that always pushes one way scores about 9; a uniformly random one about 22.
 CLEARLY_ABOVE_RANDOM = 100.0
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as file:
-        return list(csv.DictReader(file))
-
-
-def only_run_folder(parent: Path) -> Path:
-    (run,) = list(parent.iterdir())
-    return run
-
-
-def wait_for_no_leftovers(cli, seconds: float = 10.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while (left := cli.leftovers()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
 
 
 def test_two_workers_learn_cartpole_and_leave_a_complete_run(cli, tmp_path: Path) -> None:
@@ -50,9 +32,9 @@ def test_two_workers_learn_cartpole_and_leave_a_complete_run(cli, tmp_path: Path
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    assert wait_for_no_leftovers(cli) == []
+    assert cli.wait_for_no_leftovers() == []
 
-    run = only_run_folder(tmp_path)
+    run = only_run(tmp_path)
     assert run.name.startswith("CartPole-v1-")
     config = TrainConfig.from_dict(load_toml(run / "config.toml"))
     assert (config.workers, config.total_steps, config.seed) == (2, 40000, 1)
@@ -124,8 +106,8 @@ def test_sixteen_workers_on_two_cores_run_to_the_budget(cli, tmp_path: Path) -> 
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    assert wait_for_no_leftovers(cli) == []
-    run = only_run_folder(tmp_path)
+    assert cli.wait_for_no_leftovers() == []
+    run = only_run(tmp_path)
     assert load_checkpoint(run / "checkpoints" / "latest.pt")["step"] >= 20000
     workers = {row["worker"] for row in read_csv(run / "episodes.csv")}
     assert workers == {str(rank) for rank in range(16)}
