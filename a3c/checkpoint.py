@@ -15,7 +15,8 @@ import torch
 from a3c.config import TrainConfig
 from a3c.errors import UsageError
 
-FORMAT_VERSION = 1
+# 2: conv encoders standardise each frame; format-1 conv weights expect frames in [0, 1].
+FORMAT_VERSION = 2
 
 
 def build_checkpoint(
@@ -122,7 +123,19 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     missing = {"model", "config", "step"} - checkpoint.keys()
     if missing:
         raise UsageError(f"{path} is not a complete checkpoint (missing {', '.join(missing)})")
+    if version < 2 and _has_conv_weights(checkpoint["model"]):
+        # Loading would work and the agent would play blind: refuse instead.
+        raise UsageError(
+            f"{path} holds image weights trained on frames scaled to [0, 1] (format {version}); "
+            "this a3c standardises each frame, so train the agent again"
+        )
     return checkpoint
+
+
+def _has_conv_weights(weights: Any) -> bool:
+    return isinstance(weights, dict) and any(
+        torch.is_tensor(value) and value.dim() == 4 for value in weights.values()
+    )
 
 
 def _unpickler_reason(error: BaseException) -> str:

@@ -26,6 +26,10 @@ class Evaluation(NamedTuple):
     state: State
 
 
+# Below one grey level of spread a frame counts as flat (uint8 units).
+FLAT_FRAME_STD = 1.0
+
+
 def _init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
@@ -45,7 +49,15 @@ class VectorEncoder(nn.Module):
 
 
 class ConvEncoder(nn.Module):
-    """uint8 frames [N, H, W] -> features; scaling to [0, 1] happens here, not in the env."""
+    """uint8 frames [N, H, W] -> features; the frames are standardised here, not in the env.
+
+    Each frame is shifted and scaled to mean 0 and standard deviation 1 over its own
+    pixels. Atari frames are mostly flat background: scaled to [0, 1] alone, Pong's paddles
+    stand 0.12 above the background and the ball is a fraction of one pixel, so the first
+    layer barely sees what matters. Standardising gives the objects unit-scale contrast
+    whatever the game's palette (pytorch-a3c normalises frames for the same reason, with
+    running averages; per frame needs no state to share or save).
+    """
 
     def __init__(self, layers: nn.Sequential, frame_size: int) -> None:
         super().__init__()
@@ -59,7 +71,10 @@ class ConvEncoder(nn.Module):
             self.output_size = int(self.layers(torch.zeros(1, 1, frame_size, frame_size)).shape[1])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.layers(obs.unsqueeze(1).float().div(255.0))
+        frames = obs.unsqueeze(1).float()
+        std, mean = torch.std_mean(frames, dim=(2, 3), keepdim=True)
+        # A flat frame (a blank screen) has no contrast to stretch: it stays all zeros.
+        return self.layers((frames - mean) / std.clamp_min(FLAT_FRAME_STD))
 
 
 def a3c_conv_encoder() -> ConvEncoder:

@@ -66,12 +66,19 @@ def test_conv_encoders_take_uint8_frames(frame_size: int, features: int) -> None
     frames = torch.randint(0, 256, (3, frame_size, frame_size), dtype=torch.uint8)
     logits, values, _ = model(frames, model.initial_state(3))
     assert logits.shape == (3, 6) and values.shape == (3,)
-    # Scaling happens inside the model: a frame of 255s is the same as a float frame of 1s.
+    # Frames are standardised inside the model: what the layers see does not depend on the
+    # game's brightness or contrast, and a flat frame becomes all zeros.
+    dim = torch.randint(0, 100, (3, frame_size, frame_size), dtype=torch.uint8)
+    bright = dim * 2 + 50
+    torch.testing.assert_close(model.encoder(bright), model.encoder(dim))
+    pixels = dim.float().flatten(1)
+    by_hand = (pixels - pixels.mean(1, keepdim=True)) / pixels.std(1, keepdim=True)
     torch.testing.assert_close(
-        model.encoder(frames),
-        model.encoder.layers(
-            torch.ones(3, 1, frame_size, frame_size) * frames.unsqueeze(1).float() / 255
-        ),
+        model.encoder(dim), model.encoder.layers(by_hand.view(3, 1, frame_size, frame_size))
+    )
+    flat = torch.full((1, frame_size, frame_size), 87, dtype=torch.uint8)
+    torch.testing.assert_close(
+        model.encoder(flat), model.encoder.layers(torch.zeros(1, 1, frame_size, frame_size))
     )
 
 

@@ -12,6 +12,7 @@ from helpers import read_csv
 
 from a3c.checkpoint import FORMAT_VERSION, build_checkpoint, load_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
+from a3c.errors import UsageError
 from a3c.model import ActorCritic
 from a3c.optim import SharedAdam
 from a3c.trainer import Trainer, train
@@ -60,6 +61,25 @@ def test_round_trip_keeps_weights_and_optimizer_state(tmp_path: Path) -> None:
         for key, value in optimizer.state[theirs].items():
             assert torch.equal(fresh_optimizer.state[ours][key], value)
             assert fresh_optimizer.state[ours][key].is_shared()
+
+
+def test_format_1_image_weights_are_refused_and_vector_weights_still_load(
+    tmp_path: Path,
+) -> None:
+    # Format 1 scaled frames to [0, 1]; those conv weights would play blind on
+    # standardised frames, while vector models did not change.
+    vector, optimizer = trained_pair()
+    old_vector = tmp_path / "old_cartpole.pt"
+    torch.save({**checkpoint_of(vector, optimizer), "format_version": 1}, old_vector)
+    assert load_checkpoint(old_vector)["step"] == 1234
+
+    image = ActorCritic((42, 42), 6, hidden_size=16)
+    checkpoint = {**checkpoint_of(image, None), "format_version": 1}
+    torch.save(checkpoint, tmp_path / "old_pong.pt")
+    with pytest.raises(UsageError, match="frames scaled to \\[0, 1\\] \\(format 1\\)"):
+        load_checkpoint(tmp_path / "old_pong.pt")
+    save_checkpoint({**checkpoint, "format_version": FORMAT_VERSION}, tmp_path / "new.pt")
+    assert load_checkpoint(tmp_path / "new.pt")["step"] == 1234
 
 
 def test_a_failed_save_leaves_the_old_file_whole(tmp_path: Path) -> None:
