@@ -1,7 +1,8 @@
 """Memory of a running training: RSS and PSS of the main process and of every child.
 
-Starts the real `a3c-train`, samples /proc while it runs, then stops it with Ctrl-C
-(SIGINT) and prints the last sample and the growth since the first minute:
+Starts the real `a3c-train`, samples /proc while it runs, then stops it with SIGTERM (which
+a3c-train handles like Ctrl-C, and which a shell's background job cannot have ignored, as
+it can SIGINT) and prints the last sample and the growth since the first minute:
 
     python scripts/measure_memory.py --seconds 120 -- --env PongNoFrameskip-v4 --workers 16
 
@@ -37,6 +38,12 @@ def descendants(pid: int) -> list[int]:
     return direct + [d for c in direct for d in descendants(c)]
 
 
+def rss_and_pss_kib(pid: int) -> tuple[int, int]:
+    """One process's resident and proportional set sizes; OSError once it has gone."""
+    proc = Path(f"/proc/{pid}")
+    return _kib(proc / "status", "VmRSS"), _kib(proc / "smaps_rollup", "Pss")
+
+
 def sample(main_pid: int) -> dict[str, tuple[int, int]]:
     """name -> (RSS KiB, PSS KiB) for the main process and every descendant."""
     result = {}
@@ -50,11 +57,10 @@ def sample(main_pid: int) -> dict[str, tuple[int, int]]:
                 name = "fork server"
             elif name.startswith("python"):
                 name = "resource tracker"
-            rss = _kib(proc / "status", "VmRSS")
-            pss = _kib(proc / "smaps_rollup", "Pss")
+            memory = rss_and_pss_kib(pid)
         except OSError:
             continue
-        result[f"{name} ({pid})" if name in result else name] = (rss, pss)
+        result[f"{name} ({pid})" if name in result else name] = memory
     return result
 
 
@@ -77,7 +83,7 @@ def main() -> int:
             last = sample(process.pid) or last
             if first_minute is None and time.monotonic() - started >= 60:
                 first_minute = last
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
         from a3c.checkpoint import load_checkpoint
 

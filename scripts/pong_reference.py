@@ -2,9 +2,11 @@
 
     python scripts/pong_reference.py --minutes 60 --workers 2
 
-Runs the real `a3c-train`, stops it with Ctrl-C (SIGINT) when the time is up (it then writes
-its final checkpoint and logs), prints evaluation score against minutes and agent steps as
-a Markdown table, and draws the curve with a3c-plot (needs the `plot` extra).
+Runs the real `a3c-train` and stops it with SIGTERM when the time is up. a3c-train handles it
+like Ctrl-C: it writes its final checkpoint and logs. Not SIGINT, which a shell's background
+job starts with ignored, so the run would go on. Then prints evaluation score against
+minutes and agent steps as a Markdown table, and draws the curve with a3c-plot (needs the
+`plot` extra).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def main() -> int:
     try:
         process.wait(timeout=args.minutes * 60)
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
         process.wait()
     print(f"a3c-train ended after {(time.monotonic() - started) / 60:.1f} minutes")
 
