@@ -5,12 +5,14 @@ For one environment, worker count and envs-per-worker it measures, one after the
 (a) env only: as many processes as workers, each stepping its K environments (same ids,
     same wrappers) with random actions: the most agent steps/s these cores can give;
 (b) training: the real trainer with the same settings, its global step counter sampled
-    after a warm-up;
+    after a warm-up, and each worker's RSS and PSS at the end;
 (c) where one worker's time goes per agent step: environment, rollout forward pass,
     batched re-scoring, backward pass and gradient hand-off, optimiser step.
 
-    python scripts/bench_throughput.py --env PongNoFrameskip-v4 --workers 2 --envs-per-worker 4
-    python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4
+    python scripts/bench_throughput.py --env PongNoFrameskip-v4 --workers 2
+    python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4 8
+
+Settings are the env's shipped preset; --envs-per-worker defaults to the preset's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from measure_memory import rss_and_pss_kib  # a sibling script: scripts/ is on sys.path
 
 from a3c.config import TrainConfig, find_preset, load_toml
 from a3c.envs import describe_env, make_env
@@ -50,7 +53,9 @@ def _step_randomly(env_id: str, frame_size: int, count: int, seconds: float, out
 
 
 def env_only(config: TrainConfig, seconds: float) -> float:
-    context = mp.get_context("forkserver")
+    # Not the forkserver: started here, it would lack the preloads the trainer gives it,
+    # and every worker would then hold its own copy of torch (a larger PSS than a3c-train's).
+    context = mp.get_context("spawn")
     results = context.Queue()
     processes = [
         context.Process(
@@ -67,9 +72,11 @@ def env_only(config: TrainConfig, seconds: float) -> float:
     return float(sum(rates))
 
 
-def training(config: TrainConfig, seconds: float, warmup: float) -> float:
+def training(config: TrainConfig, seconds: float, warmup: float) -> tuple[float, float, float]:
+    """Agent steps/s after the warm-up, and one worker's mean RSS and PSS in MiB at the end."""
     trainer = Trainer(config, quiet=True)
     samples: list[tuple[float, int]] = []
+    memory: list[tuple[int, int]] = []
 
     def watch() -> None:
         while trainer.shared.steps_done == 0 and not trainer.shared.stop.is_set():
@@ -78,6 +85,9 @@ def training(config: TrainConfig, seconds: float, warmup: float) -> float:
         samples.append((time.monotonic(), trainer.shared.steps_done))
         time.sleep(seconds)
         samples.append((time.monotonic(), trainer.shared.steps_done))
+        for child in trainer.children:
+            if child.name.startswith("a3c-worker") and child.process is not None:
+                memory.append(rss_and_pss_kib(child.process.pid))
         trainer.shared.stop.set()
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -85,7 +95,8 @@ def training(config: TrainConfig, seconds: float, warmup: float) -> float:
     trainer.run()
     watcher.join()
     (t0, n0), (t1, n1) = samples
-    return (n1 - n0) / (t1 - t0)
+    rss, pss = (sum(m[i] for m in memory) / len(memory) / 1024 if memory else 0.0 for i in (0, 1))
+    return (n1 - n0) / (t1 - t0), rss, pss
 
 
 class _TimedEnv(gym.Wrapper):
@@ -148,7 +159,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="PongNoFrameskip-v4")
     parser.add_argument("--workers", type=int, nargs="+", default=[2])
-    parser.add_argument("--envs-per-worker", type=int, nargs="+", default=[4])
+    parser.add_argument("--envs-per-worker", type=int, nargs="+")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--split-updates", type=int, default=20)
@@ -161,34 +172,36 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as run_dir:
         for workers in args.workers:
-            for envs in args.envs_per_worker:
+            for envs in args.envs_per_worker or [base.envs_per_worker]:
                 config = base.replace(
                     {"workers": workers, "envs_per_worker": envs, "run_dir": run_dir,
                      "eval_interval": 10**12, "checkpoint_interval": 10**12,
                      "total_steps": 10**12},
                 )  # fmt: skip
                 env_rate = env_only(config, args.seconds)
-                train_rate = training(config, args.seconds, args.warmup)
+                train_rate, rss, pss = training(config, args.seconds, args.warmup)
                 split = time_split(config, args.split_updates)
-                rows.append((workers, envs, env_rate, train_rate, split))
+                rows.append((workers, envs, env_rate, train_rate, rss, pss, split))
                 print(
                     f"workers {workers:>2}  envs/worker {envs:>2}  env-only {env_rate:7.0f}/s  "
-                    f"training {train_rate:7.0f}/s  ratio {train_rate / env_rate:.2f}",
+                    f"training {train_rate:7.0f}/s  ratio {train_rate / env_rate:.2f}  "
+                    f"worker RSS {rss:.0f} MiB, PSS {pss:.0f} MiB",
                     flush=True,
                 )
 
     print(f"\n{args.env}, preset {preset.name if preset else 'none'}")
-    print("| workers | envs/worker | env-only steps/s | training steps/s | ratio |")
-    print("|---:|---:|---:|---:|---:|")
-    for workers, envs, env_rate, train_rate, _ in rows:
+    print("| workers | envs/worker | env-only steps/s | training steps/s | ratio "
+          "| RSS per worker, MiB | PSS per worker, MiB |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for workers, envs, env_rate, train_rate, rss, pss, _ in rows:
         print(f"| {workers} | {envs} | {env_rate:,.0f} | {train_rate:,.0f} | "
-              f"{train_rate / env_rate:.2f} |")  # fmt: skip
+              f"{train_rate / env_rate:.2f} | {rss:.0f} | {pss:.0f} |")  # fmt: skip
     print("\nms per agent step in one worker (serial, one core):")
-    parts = list(rows[0][4])
+    parts = list(rows[0][-1])
     print("| envs/worker | " + " | ".join(parts) + " | total |")
     print("|---:|" + "---:|" * (len(parts) + 1))
     seen = set()
-    for _, envs, _, _, split in rows:
+    for _, envs, *_, split in rows:
         if envs in seen:
             continue
         seen.add(envs)
