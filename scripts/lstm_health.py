@@ -22,7 +22,7 @@ import torch
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
-from a3c.envs import EnvInfo, make_env
+from a3c.envs import describe_env, make_env
 from a3c.model import ActorCritic, build_model
 
 
@@ -71,7 +71,7 @@ def main() -> int:
     checkpoint = load_checkpoint(args.checkpoint)
     config = TrainConfig.from_dict(checkpoint["config"])
     frames = frames_of_random_play(config.env, config.frame_size, args.steps)
-    info = EnvInfo.of(make_env(config.env, frame_size=config.frame_size))
+    info = describe_env(config.env, frame_size=config.frame_size)
     torch.manual_seed(config.seed)
     fresh = build_model(config, info)
     trained = build_model(config, info)
