@@ -1,9 +1,7 @@
 """One worker: sync the shared weights, roll out up to t_max steps, push gradients, repeat.
 
-The rollout itself runs without autograd; the model then re-scores the whole rollout in
-one batched pass with gradients (`ActorCritic.evaluate_actions`). Because the local weights
-do not change during a rollout, this gives exactly the loss and gradients of the classic
-step-by-step version, at a fraction of the autograd bookkeeping.
+Autograd records the rollout as it is played (`ActorCritic.step`), so the loss is the
+classic step-by-step A3C loss and needs no second forward pass over the rollout.
 """
 
 from __future__ import annotations
@@ -137,18 +135,18 @@ class Rollout:
     """t_max steps of a worker's K environments, indexed [T, K], as the loss needs them.
 
     A rollout runs on across episode ends: an environment that finishes is reset at once,
-    and `episode_start` tells the model to start its recurrent state afresh there.
+    and its row of the recurrent state restarts from zero.
     """
 
-    observations: np.ndarray  # [T, K, ...] as the environments returned them
+    log_probs: torch.Tensor  # [T, K] log pi(action), with the rollout's autograd graph
+    entropies: torch.Tensor  # [T, K] with the graph
+    values: torch.Tensor  # [T, K] with the graph
     actions: np.ndarray  # [T, K]
     rewards: np.ndarray  # [T, K] the rewards learned from: clipped when the config says so
     terminal: np.ndarray  # [T, K] nothing to bootstrap after this step (or a life was lost)
     episode_end: np.ndarray  # [T, K] no return flows back across this step
-    episode_start: np.ndarray  # [T, K] the recurrent state restarts before this step
     final_values: np.ndarray  # [T, K] V(final observation) at a truncation, else 0
     bootstrap_values: np.ndarray  # [K] V(observation after the last step)
-    start_state: State  # recurrent state before the first step, detached
     episodes: list[EpisodeRecord]  # episodes that ended, with their real scores
 
     def __len__(self) -> int:
@@ -185,28 +183,31 @@ class Worker:
         for env in self.envs:
             env.close()
 
-    @torch.no_grad()
     def collect_rollout(self) -> Rollout:
-        """Play t_max steps in each environment with the local weights.
+        """Play t_max steps in each environment with the local weights, recorded by autograd.
 
         With `life_loss_terminal`, a lost life counts as terminal for learning while the
         game itself, and its logged score, runs on to game over.
         """
         config = self.config
         steps, count = config.t_max, len(self.envs)
-        start_state = self.state  # from the last rollout without autograd: already detached
-        observations = np.empty((steps, *self.obs.shape), dtype=self.obs.dtype)
+        state = self.state  # carried over from the last rollout, detached from its graph
+        log_probs, entropies, values = [], [], []
         actions = np.empty((steps, count), dtype=np.int64)
         rewards = np.zeros((steps, count), dtype=np.float32)
         terminal = np.zeros((steps, count), dtype=bool)
         episode_end = np.zeros((steps, count), dtype=bool)
-        episode_start = np.zeros((steps, count), dtype=bool)
         final_values = np.zeros((steps, count), dtype=np.float32)
         episodes = []
         for t in range(steps):
-            observations[t] = self.obs
-            chosen, state = self.model.act(torch.from_numpy(self.obs), self.state)
-            actions[t] = chosen.numpy()
+            # A copy: autograd may keep the observations for the backward pass, and self.obs
+            # is overwritten in place below.
+            step = self.model.step(torch.tensor(self.obs), state)
+            log_probs.append(step.log_prob)
+            entropies.append(step.entropy)
+            values.append(step.value)
+            state = step.state
+            actions[t] = step.action.numpy()
             for index, env in enumerate(self.envs):
                 obs, reward, terminated, truncated, info = env.step(int(actions[t, index]))
                 reward = float(reward)
@@ -225,24 +226,25 @@ class Worker:
                     obs, info = env.reset()
                     self.lives[index] = int(info.get("lives", 0))
                     state = _restart(state, index)
-                    if t + 1 < steps:
-                        episode_start[t + 1, index] = True
                 self.obs[index] = obs
-            self.state = state
-        _, bootstrap, _ = self.model(torch.from_numpy(self.obs), self.state)
+        # Gradients stop at the rollout's edge (truncated backpropagation through time).
+        self.state = _detach(state)
+        with torch.no_grad():
+            _, bootstrap, _ = self.model(torch.from_numpy(self.obs), state)
         return Rollout(
-            observations=observations,
+            log_probs=torch.stack(log_probs),
+            entropies=torch.stack(entropies),
+            values=torch.stack(values),
             actions=actions,
             rewards=rewards,
             terminal=terminal,
             episode_end=episode_end,
-            episode_start=episode_start,
             final_values=final_values,
             bootstrap_values=bootstrap.numpy(),
-            start_state=start_state,
             episodes=episodes,
         )
 
+    @torch.no_grad()
     def _value(self, obs: np.ndarray, state: State, index: int) -> float:
         one_state = (
             None if state is None else (state[0][index : index + 1], state[1][index : index + 1])
@@ -251,15 +253,9 @@ class Worker:
         return float(value.item())
 
     def loss(self, rollout: Rollout) -> LossTerms:
-        """A3C loss of a rollout, re-scored in one batched pass with gradients."""
+        """A3C loss of a rollout: policy gradient, value regression and entropy bonus."""
         config = self.config
-        scored = self.model.evaluate_actions(
-            torch.from_numpy(rollout.observations),
-            torch.from_numpy(rollout.actions),
-            rollout.start_state,
-            torch.from_numpy(rollout.episode_start),
-        )
-        values = scored.values
+        values = rollout.values
         rewards = torch.from_numpy(rollout.rewards)
         terminal = torch.from_numpy(rollout.terminal)
         episode_end = torch.from_numpy(rollout.episode_end)
@@ -282,9 +278,9 @@ class Worker:
         else:
             returns = n_step_returns(rewards, next_values, terminal, episode_end, config.gamma)
             advantages = returns - values.detach()
-        policy_loss = -(advantages * scored.log_probs).mean()
+        policy_loss = -(advantages * rollout.log_probs).mean()
         value_loss = F.mse_loss(values, returns)
-        entropy = scored.entropies.mean()
+        entropy = rollout.entropies.mean()
         total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
         return LossTerms(total, policy_loss.detach(), value_loss.detach(), entropy.detach())
 
@@ -320,6 +316,10 @@ class Worker:
             self.shared.add_episode()
             self.shared.messages.put(dataclasses.replace(episode, step=total))
         return total
+
+
+def _detach(state: State) -> State:
+    return None if state is None else (state[0].detach(), state[1].detach())
 
 
 def _restart(state: State, index: int) -> State:

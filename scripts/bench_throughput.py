@@ -6,8 +6,8 @@ For one environment, worker count and envs-per-worker it measures, one after the
     same wrappers) with random actions: the most agent steps/s these cores can give;
 (b) training: the real trainer with the same settings, its global step counter sampled
     after a warm-up, and each worker's RSS and PSS at the end;
-(c) where one worker's time goes per agent step: environment, rollout forward pass,
-    batched re-scoring, backward pass and gradient hand-off, optimiser step.
+(c) where one worker's time goes per agent step: environment, rollout (forward passes
+    recorded by autograd), loss, backward pass and gradient hand-off, optimiser step.
 
     python scripts/bench_throughput.py --env PongNoFrameskip-v4 --workers 2
     python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4 8
@@ -124,7 +124,7 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
         model, optimizer, mp.Value("q", 0), mp.Value("q", 0), mp.Event(), queue.SimpleQueue()
     )
     worker = Worker(0, config, shared)
-    clock = dict.fromkeys(("env", "rollout", "rescore", "backward", "optimiser"), 0.0)
+    clock = dict.fromkeys(("env", "rollout", "loss", "backward", "optimiser"), 0.0)
     worker.envs = [_TimedEnv(env, clock) for env in worker.envs]
     optimizer.register_step_pre_hook(lambda *_: clock.__setitem__("_step", time.perf_counter()))
     optimizer.register_step_post_hook(
@@ -141,12 +141,12 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
         rollout = worker.collect_rollout()
         collected = time.perf_counter()
         loss = worker.loss(rollout).total
-        scored = time.perf_counter()
+        computed = time.perf_counter()
         apply_gradients(worker.model, model, optimizer, loss, config.max_grad_norm)
         done = time.perf_counter()
         clock["rollout"] += collected - started
-        clock["rescore"] += scored - collected
-        clock["backward"] += done - scored
+        clock["loss"] += computed - collected
+        clock["backward"] += done - computed
         steps += len(rollout)
     worker.close()
     clock["rollout"] -= clock["env"]  # the forward passes and bookkeeping of the rollout

@@ -1,4 +1,4 @@
-"""ActorCritic: shapes, action choice, and the batched re-scoring the worker relies on."""
+"""ActorCritic: shapes, action choice, and the scored step the worker records."""
 
 from __future__ import annotations
 
@@ -47,45 +47,17 @@ def test_sampling_follows_the_policy_and_is_reproducible() -> None:
     torch.testing.assert_close(frequencies, probs.double(), atol=0.02, rtol=0)
 
 
-def step_by_step(model: ActorCritic, obs, actions, state, episode_start):
-    log_probs, entropies, values = [], [], []
-    for t in range(actions.shape[0]):
-        if state is not None:
-            keep = (~episode_start[t]).float().unsqueeze(1)
-            state = (state[0] * keep, state[1] * keep)
-        logits, value, state = model(obs[t], state)
-        distribution = Categorical(logits=logits)
-        log_probs.append(distribution.log_prob(actions[t]))
-        entropies.append(distribution.entropy())
-        values.append(value)
-    return torch.stack(log_probs), torch.stack(entropies), torch.stack(values)
-
-
-def test_batched_rescoring_equals_step_by_step_loss_and_gradients(model: ActorCritic) -> None:
-    generator = torch.Generator().manual_seed(3)
-    steps, batch = 12, 2
-    obs = torch.randn(steps, batch, 4, generator=generator)
-    actions = torch.randint(0, 3, (steps, batch), generator=generator)
-    start = model.initial_state(batch)
-    if start is not None:
-        start = (torch.randn(batch, 16, generator=generator), torch.randn(batch, 16))
-    advantages = torch.randn(steps, batch, generator=generator)
-    episode_start = torch.zeros(steps, batch, dtype=torch.bool)
-    episode_start[4, 0] = episode_start[9, 1] = True
-
-    def loss_of(log_probs, entropies, values):
-        return -(advantages * log_probs).mean() + values.pow(2).mean() - 0.01 * entropies.mean()
-
-    model.zero_grad()
-    reference = loss_of(*step_by_step(model, obs, actions, start, episode_start))
-    reference.backward()
-    reference_grads = [p.grad.clone() for p in model.parameters()]
-
-    model.zero_grad()
-    scored = model.evaluate_actions(obs, actions, start, episode_start)
-    batched = loss_of(scored.log_probs, scored.entropies, scored.values)
-    batched.backward()
-
-    torch.testing.assert_close(batched, reference, atol=1e-5, rtol=0)
-    for ours, theirs in zip((p.grad for p in model.parameters()), reference_grads, strict=True):
-        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+def test_step_scores_its_sampled_actions_as_categorical_does(model: ActorCritic) -> None:
+    obs = torch.randn(6, 4)
+    torch.manual_seed(5)
+    step = model.step(obs, model.initial_state(6))
+    torch.manual_seed(5)
+    sampled, _ = model.act(obs, model.initial_state(6))
+    assert torch.equal(step.action, sampled)
+    logits, value, _ = model(obs, model.initial_state(6))
+    distribution = Categorical(logits=logits)
+    torch.testing.assert_close(step.log_prob, distribution.log_prob(step.action))
+    torch.testing.assert_close(step.entropy, distribution.entropy())
+    torch.testing.assert_close(step.value, value)
+    assert step.log_prob.requires_grad and step.value.requires_grad
+    assert not step.action.requires_grad

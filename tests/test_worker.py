@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import queue
 
+import gymnasium as gym
 import numpy as np
 import torch
+from torch.distributions import Categorical
 
 from a3c.config import TrainConfig
 from a3c.envs import describe_env
@@ -92,22 +95,84 @@ def test_counter_grows_once_per_rollout_by_t_max_times_envs() -> None:
     assert any(not torch.equal(p, b) for p, b in zip(after, before, strict=True))
 
 
-def test_rollout_marks_episode_boundaries_and_restarts_the_state() -> None:
+def test_rollout_marks_episode_boundaries() -> None:
     config = TrainConfig(env="CartPole-v1", workers=0, t_max=50, envs_per_worker=2)
     worker = Worker(0, config, make_shared(config))
     rollout = worker.collect_rollout()
     worker.close()
-    assert rollout.observations.shape == (50, 2, 4)
     assert rollout.actions.shape == rollout.rewards.shape == (50, 2)
-    # An untrained CartPole policy falls within 50 steps: each fall is a terminal, and the
-    # next step starts a new episode.
+    assert rollout.log_probs.shape == rollout.entropies.shape == rollout.values.shape == (50, 2)
+    # An untrained CartPole policy falls within 50 steps: each fall is a terminal.
     ends = np.argwhere(rollout.episode_end)
     assert len(ends) == len(rollout.episodes) > 0
     assert (rollout.terminal == rollout.episode_end).all()
-    for t, env in ends:
-        if t + 1 < 50:
-            assert rollout.episode_start[t + 1, env]
-    assert rollout.episode_start.sum() == sum(1 for t, _ in ends if t + 1 < 50)
+
+
+class ActionRecorder(gym.Wrapper):
+    """Remembers each (observation acted on, action, episode ended) of a real env."""
+
+    def __init__(self, env: gym.Env, first_obs: np.ndarray) -> None:
+        super().__init__(env)
+        self.current = first_obs.copy()
+        self.steps: list[tuple[np.ndarray, int, bool]] = []
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps.append((self.current, int(action), bool(terminated or truncated)))
+        self.current = obs.copy()
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.current = obs.copy()
+        return obs, info
+
+
+def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
+    """The worker's loss equals a plain replay: Categorical scores, state zeroed per episode."""
+    torch.manual_seed(0)
+    config = TrainConfig(env="CartPole-v1", workers=0, t_max=30, envs_per_worker=2)
+    worker = Worker(0, config, make_shared(config))
+    worker.envs = [ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
+    worker.collect_rollout()  # the second rollout starts from a carried-over LSTM state
+    rollout = worker.collect_rollout()
+    worker.close()
+    model = worker.model
+    model.zero_grad()
+    worker.loss(rollout).total.backward()
+    ours = [p.grad.clone() for p in model.parameters()]
+
+    recorders = worker.envs
+    state = model.initial_state(2)
+    log_probs, entropies, values, ended = [], [], [], torch.zeros(2, dtype=torch.bool)
+    for t in range(2 * config.t_max):
+        if t == config.t_max:
+            state = (state[0].detach(), state[1].detach())
+        keep = (~ended).float().unsqueeze(1)
+        state = (state[0] * keep, state[1] * keep)
+        obs = torch.from_numpy(np.stack([r.steps[t][0] for r in recorders]))
+        actions = torch.tensor([r.steps[t][1] for r in recorders])
+        ended = torch.tensor([r.steps[t][2] for r in recorders])
+        logits, value, state = model(obs, state)
+        if t >= config.t_max:
+            assert torch.equal(actions, torch.from_numpy(rollout.actions[t - config.t_max]))
+            distribution = Categorical(logits=logits)
+            log_probs.append(distribution.log_prob(actions))
+            entropies.append(distribution.entropy())
+            values.append(value)
+    assert len(rollout.episodes) > 0, "no episode boundary inside the rollout"
+    replayed = dataclasses.replace(
+        rollout,
+        log_probs=torch.stack(log_probs),
+        entropies=torch.stack(entropies),
+        values=torch.stack(values),
+    )
+    model.zero_grad()
+    reference = worker.loss(replayed).total
+    reference.backward()
+    torch.testing.assert_close(worker.loss(rollout).total, reference, atol=1e-5, rtol=0)
+    for mine, theirs in zip(ours, (p.grad for p in model.parameters()), strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
 
 
 def test_learning_rate_decays_linearly_with_the_global_step() -> None:
