@@ -68,8 +68,7 @@ class ConvEncoder(nn.Module):
                 assert module.bias is not None
                 nn.init.zeros_(module.bias)
         # oneDNN's convolutions run natively on channels-last tensors; kept in PyTorch's
-        # default layout the layers pay for reordering each way, and on this model's small
-        # batches the forward and backward pass take about 15 % longer (README, Throughput).
+        # default layout, the layers pay for reordering each way.
         # (Module.to takes memory_format, as documented; its type stubs do not say so.)
         self.layers.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         with torch.no_grad():
