@@ -110,6 +110,12 @@ class TrainConfig:
         "pytorch-a3c, 84 with the A3C paper's",
         choices=(42, 84),
     )
+    conv_channels: int = _option(
+        32,
+        help="channels of each of the four convolutions on 42x42 frames (pytorch-a3c has 32); "
+        "the 84x84 encoder keeps the A3C paper's",
+        minimum=1,
+    )
     life_loss_terminal: bool = _option(
         False,
         help="Atari: learn as if a lost life ended the episode; logged scores are whole games",
@@ -346,7 +352,7 @@ def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
 
 
 # Settings that shape the model: a resumed run must keep the saved ones.
-MODEL_SETTINGS = ("env", "hidden_size", "lstm", "frame_size")
+MODEL_SETTINGS = ("env", "hidden_size", "lstm", "frame_size", "conv_channels")
 
 
 def resumed_config(saved: Mapping[str, Any], args: argparse.Namespace) -> TrainConfig:

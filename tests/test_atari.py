@@ -59,9 +59,13 @@ def test_atari_ids_without_a_preset_get_the_atari_preset() -> None:
     assert find_preset("Acrobot-v1") is None
 
 
-@pytest.mark.parametrize(("frame_size", "features"), [(42, 288), (84, 256)])
-def test_conv_encoders_take_uint8_frames(frame_size: int, features: int) -> None:
-    model = ActorCritic((frame_size, frame_size), 6, hidden_size=32)
+@pytest.mark.parametrize(
+    ("frame_size", "conv_channels", "features"), [(42, 32, 288), (42, 16, 144), (84, 32, 256)]
+)
+def test_conv_encoders_take_uint8_frames(
+    frame_size: int, conv_channels: int, features: int
+) -> None:
+    model = ActorCritic((frame_size, frame_size), 6, hidden_size=32, conv_channels=conv_channels)
     assert model.encoder.output_size == features
     frames = torch.randint(0, 256, (3, frame_size, frame_size), dtype=torch.uint8)
     logits, values, _ = model(frames, model.initial_state(3))

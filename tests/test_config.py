@@ -66,6 +66,13 @@ def test_toml_round_trip(tmp_path: Path) -> None:
     assert TrainConfig.from_dict(load_toml(path)) == config
 
 
+def test_a_config_saved_before_conv_channels_existed_gets_pytorch_a3c_width() -> None:
+    # Checkpoints written before the setting existed hold 32-channel conv weights.
+    saved = TrainConfig(env="PongNoFrameskip-v4", conv_channels=16).to_dict()
+    del saved["conv_channels"]
+    assert TrainConfig.from_dict(saved).conv_channels == 32
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
