@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
@@ -17,13 +17,19 @@ State = tuple[torch.Tensor, torch.Tensor] | None
 
 
 class Step(NamedTuple):
-    """One step of the policy for a batch [B], recorded by autograd for the loss."""
+    """One step of the policy for a batch [B], as a worker's rollout records it."""
 
     action: torch.Tensor  # [B] sampled, no gradient
-    log_prob: torch.Tensor  # [B] log pi(action)
-    entropy: torch.Tensor  # [B]
-    value: torch.Tensor  # [B]
-    state: State
+    features: torch.Tensor  # [B, F] the encoder's output, recorded by autograd
+    state: State  # the core's next state, no gradient
+
+
+class Scores(NamedTuple):
+    """What the A3C loss needs of a rollout's steps [T, B], all with gradients."""
+
+    log_prob: torch.Tensor  # log pi(action taken)
+    entropy: torch.Tensor
+    value: torch.Tensor
 
 
 # Below one grey level of spread a frame counts as flat (uint8 units).
@@ -188,22 +194,121 @@ class ActorCritic(nn.Module):
         return sample(logits, generator), state
 
     def step(self, obs: torch.Tensor, state: State) -> Step:
-        """Sample actions for observations [B, ...] and score them, with gradients.
+        """Sample actions for observations [B, ...]; autograd records only the encoder.
 
-        A worker's rollout is recorded this way, step by step, so its loss needs no second
-        forward pass: the local weights stay fixed during a rollout, so this is the classic
-        step-by-step A3C loss itself.
+        The core and the heads run without gradients here and again in `score`, batched
+        over the whole rollout, once its states are known: per step, the LSTM's backward
+        pass would multiply and accumulate its full weight gradients T times over.
         """
-        logits, value, state = self(obs, state)
-        log_probs = torch.log_softmax(logits, -1)
-        action = sample(logits.detach())
-        return Step(
-            action=action,
-            log_prob=log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1),
+        features = self.encoder(obs)
+        with torch.no_grad():
+            hidden, state = self._core(features, state)
+            action = sample(self.policy(hidden))
+        return Step(action, features, state)
+
+    def score(
+        self,
+        features: torch.Tensor,
+        states: State,
+        carried: torch.Tensor,
+        actions: torch.Tensor,
+    ) -> Scores:
+        """Log-probabilities, entropies and values of a rollout's actions [T, B], with gradients.
+
+        `features` [T, B, F] are the steps' encoder outputs, `states` the core states [T, B, H]
+        each step was fed, and `carried` [T, B] says where a step's state was the previous
+        step's output (False where a new episode zeroed it), so that gradients flow back
+        through time exactly as in a step-by-step pass.
+        """
+        if self.lstm is None:
+            assert self.dense is not None
+            hidden = self.dense(features)
+        else:
+            assert states is not None
+            hidden = lstm_over_rollout(self.lstm, features, states, carried)
+        log_probs = torch.log_softmax(self.policy(hidden), -1)
+        return Scores(
+            log_prob=log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1),
             entropy=-(log_probs.exp() * log_probs).sum(-1),
-            value=value,
-            state=state,
+            value=self.value(hidden).squeeze(-1),
         )
+
+
+class _LSTMOverRollout(torch.autograd.Function):
+    """`nn.LSTMCell` over T recorded steps whose input states are already known.
+
+    Forward: every step at once, two matrix products over all T x B rows. Backward: only
+    the gradient that flows through time (through h @ W_hh) goes step by step; the weight
+    and input gradients are one matrix product each over all rows. Gate order as in
+    `nn.LSTMCell`: input, forget, cell, output.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        inputs: torch.Tensor,
+        h_in: torch.Tensor,
+        c_in: torch.Tensor,
+        carried: torch.Tensor,
+        weight_ih: torch.Tensor,
+        weight_hh: torch.Tensor,
+        bias_ih: torch.Tensor,
+        bias_hh: torch.Tensor,
+    ) -> torch.Tensor:
+        steps, batch, _ = inputs.shape
+        x = inputs.reshape(steps * batch, -1)
+        h_prev = h_in.reshape(steps * batch, -1)
+        gates = torch.addmm(bias_ih + bias_hh, x, weight_ih.t()).addmm_(h_prev, weight_hh.t())
+        i, f, g, o = gates.view(steps, batch, -1).chunk(4, -1)
+        i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+        tanh_c = torch.tanh(f * c_in + i * g)
+        ctx.save_for_backward(x, h_prev, c_in, carried, weight_ih, weight_hh, i, f, g, o, tanh_c)
+        return o * tanh_c
+
+    @staticmethod
+    def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, h_prev, c_in, carried, weight_ih, weight_hh, i, f, g, o, tanh_c = ctx.saved_tensors
+        steps, batch, hidden = grad_h.shape
+        # Derivatives of each gate's activation and of h with respect to c, all steps at once.
+        di_pre, df_pre, dg_pre = i * (1 - i), f * (1 - f), 1 - g * g
+        do_pre = o * (1 - o) * tanh_c
+        dc_from_h = o * (1 - tanh_c * tanh_c)
+        grad_gates = grad_h.new_empty(steps, batch, 4 * hidden)
+        grad_i, grad_f, grad_g, grad_o = grad_gates.chunk(4, -1)
+        carry = carried.to(grad_h.dtype).unsqueeze(-1)
+        dh_later = grad_h.new_zeros(batch, hidden)
+        dc_later = grad_h.new_zeros(batch, hidden)
+        for t in range(steps - 1, -1, -1):
+            dh = grad_h[t] + dh_later
+            dc = dc_later + dh * dc_from_h[t]
+            torch.mul(dh, do_pre[t], out=grad_o[t])
+            torch.mul(dc * g[t], di_pre[t], out=grad_i[t])
+            torch.mul(dc * c_in[t], df_pre[t], out=grad_f[t])
+            torch.mul(dc * i[t], dg_pre[t], out=grad_g[t])
+            if t > 0:
+                dc_later = dc * f[t] * carry[t]
+                dh_later = (grad_gates[t] @ weight_hh) * carry[t]
+        rows = grad_gates.view(steps * batch, -1)
+        grad_inputs = (rows @ weight_ih).view(steps, batch, -1) if ctx.needs_input_grad[0] else None
+        grad_bias = rows.sum(0)
+        # Two tensors: clipping scales gradients in place, and one shared tensor would be
+        # scaled twice.
+        return (
+            grad_inputs, None, None, None,
+            rows.t() @ x, rows.t() @ h_prev, grad_bias, grad_bias.clone(),
+        )  # fmt: skip
+
+
+def lstm_over_rollout(
+    cell: nn.LSTMCell, inputs: torch.Tensor, states: tuple[torch.Tensor, torch.Tensor],
+    carried: torch.Tensor,
+) -> torch.Tensor:  # fmt: skip
+    """Outputs h [T, B, H] of `cell` for inputs [T, B, F], each step fed states[0/1][t]."""
+    output: torch.Tensor = _LSTMOverRollout.apply(
+        inputs, states[0], states[1], carried,
+        cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh,
+    )  # fmt: skip
+    return output
 
 
 def sample(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """One worker: sync the shared weights, roll out up to t_max steps, push gradients, repeat.
 
-Autograd records the rollout as it is played (`ActorCritic.step`), so the loss is the
-classic step-by-step A3C loss and needs no second forward pass over the rollout.
+Autograd records the encoder as the rollout is played (`ActorCritic.step`); the core and
+heads are scored over the whole rollout at once (`ActorCritic.score`). The local weights
+stay fixed during a rollout, so the loss is the classic step-by-step A3C loss.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from a3c.config import TrainConfig
 from a3c.envs import EnvInfo, make_env
 from a3c.faults import maybe_inject
 from a3c.metrics import EpisodeRecord, LossStats, SkippedUpdate
-from a3c.model import ActorCritic, State, build_model
+from a3c.model import ActorCritic, Scores, State, build_model
 from a3c.returns import gae, n_step_returns
 
 
@@ -138,9 +139,9 @@ class Rollout:
     and its row of the recurrent state restarts from zero.
     """
 
-    log_probs: torch.Tensor  # [T, K] log pi(action), with the rollout's autograd graph
-    entropies: torch.Tensor  # [T, K] with the graph
-    values: torch.Tensor  # [T, K] with the graph
+    features: torch.Tensor  # [T, K, F] the encoder's outputs, with the rollout's autograd graph
+    states: State  # [T, K, H] the core state fed to each step (None without an LSTM)
+    carried: torch.Tensor  # [T, K] a step's state was the step before's (no new game began)
     actions: np.ndarray  # [T, K]
     rewards: np.ndarray  # [T, K] the rewards learned from: clipped when the config says so
     terminal: np.ndarray  # [T, K] nothing to bootstrap after this step (or a life was lost)
@@ -192,7 +193,8 @@ class Worker:
         config = self.config
         steps, count = config.t_max, len(self.envs)
         state = self.state  # carried over from the last rollout, detached from its graph
-        log_probs, entropies, values = [], [], []
+        features, fed_states = [], []
+        carried = torch.ones(steps, count, dtype=torch.bool)
         actions = np.empty((steps, count), dtype=np.int64)
         rewards = np.zeros((steps, count), dtype=np.float32)
         terminal = np.zeros((steps, count), dtype=bool)
@@ -203,9 +205,8 @@ class Worker:
             # A copy: autograd may keep the observations for the backward pass, and self.obs
             # is overwritten in place below.
             step = self.model.step(torch.tensor(self.obs), state)
-            log_probs.append(step.log_prob)
-            entropies.append(step.entropy)
-            values.append(step.value)
+            features.append(step.features)
+            fed_states.append(state)
             state = step.state
             actions[t] = step.action.numpy()
             for index, env in enumerate(self.envs):
@@ -226,15 +227,17 @@ class Worker:
                     obs, info = env.reset()
                     self.lives[index] = int(info.get("lives", 0))
                     state = _restart(state, index)
+                    if t + 1 < steps:
+                        carried[t + 1, index] = False
                 self.obs[index] = obs
         # Gradients stop at the rollout's edge (truncated backpropagation through time).
         self.state = _detach(state)
         with torch.no_grad():
             _, bootstrap, _ = self.model(torch.from_numpy(self.obs), state)
         return Rollout(
-            log_probs=torch.stack(log_probs),
-            entropies=torch.stack(entropies),
-            values=torch.stack(values),
+            features=torch.stack(features),
+            states=_stack(fed_states),
+            carried=carried,
             actions=actions,
             rewards=rewards,
             terminal=terminal,
@@ -254,35 +257,10 @@ class Worker:
 
     def loss(self, rollout: Rollout) -> LossTerms:
         """A3C loss of a rollout: policy gradient, value regression and entropy bonus."""
-        config = self.config
-        values = rollout.values
-        rewards = torch.from_numpy(rollout.rewards)
-        terminal = torch.from_numpy(rollout.terminal)
-        episode_end = torch.from_numpy(rollout.episode_end)
-        following = torch.cat(
-            [values[1:].detach(), torch.from_numpy(rollout.bootstrap_values).unsqueeze(0)]
+        scores = self.model.score(
+            rollout.features, rollout.states, rollout.carried, torch.from_numpy(rollout.actions)
         )
-        truncated = episode_end & ~terminal
-        next_values = torch.where(truncated, torch.from_numpy(rollout.final_values), following)
-        if config.advantage == "gae":
-            advantages = gae(
-                rewards,
-                values.detach(),
-                next_values,
-                terminal,
-                episode_end,
-                config.gamma,
-                config.gae_lambda,
-            )
-            returns = advantages + values.detach()
-        else:
-            returns = n_step_returns(rewards, next_values, terminal, episode_end, config.gamma)
-            advantages = returns - values.detach()
-        policy_loss = -(advantages * rollout.log_probs).mean()
-        value_loss = F.mse_loss(values, returns)
-        entropy = rollout.entropies.mean()
-        total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
-        return LossTerms(total, policy_loss.detach(), value_loss.detach(), entropy.detach())
+        return a3c_loss(scores, rollout, self.config)
 
     def train_once(self) -> int:
         """Sync, one rollout, one update of the shared model; returns the global step count."""
@@ -318,8 +296,46 @@ class Worker:
         return total
 
 
+def a3c_loss(scores: Scores, rollout: Rollout, config: TrainConfig) -> LossTerms:
+    """Policy gradient, value regression and entropy bonus of a rollout's scored steps."""
+    values = scores.value
+    rewards = torch.from_numpy(rollout.rewards)
+    terminal = torch.from_numpy(rollout.terminal)
+    episode_end = torch.from_numpy(rollout.episode_end)
+    following = torch.cat(
+        [values[1:].detach(), torch.from_numpy(rollout.bootstrap_values).unsqueeze(0)]
+    )
+    truncated = episode_end & ~terminal
+    next_values = torch.where(truncated, torch.from_numpy(rollout.final_values), following)
+    if config.advantage == "gae":
+        advantages = gae(
+            rewards,
+            values.detach(),
+            next_values,
+            terminal,
+            episode_end,
+            config.gamma,
+            config.gae_lambda,
+        )
+        returns = advantages + values.detach()
+    else:
+        returns = n_step_returns(rewards, next_values, terminal, episode_end, config.gamma)
+        advantages = returns - values.detach()
+    policy_loss = -(advantages * scores.log_prob).mean()
+    value_loss = F.mse_loss(values, returns)
+    entropy = scores.entropy.mean()
+    total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    return LossTerms(total, policy_loss.detach(), value_loss.detach(), entropy.detach())
+
+
 def _detach(state: State) -> State:
     return None if state is None else (state[0].detach(), state[1].detach())
+
+
+def _stack(states: list[State]) -> State:
+    if states[0] is None:
+        return None
+    return torch.stack([s[0] for s in states]), torch.stack([s[1] for s in states])  # type: ignore[index]
 
 
 def _restart(state: State, index: int) -> State:

@@ -6,8 +6,9 @@ For one environment, worker count and envs-per-worker it measures, one after the
     same wrappers) with random actions: the most agent steps/s these cores can give;
 (b) training: the real trainer with the same settings, its global step counter sampled
     after a warm-up, and each worker's RSS and PSS at the end;
-(c) where one worker's time goes per agent step: environment, rollout (forward passes
-    recorded by autograd), loss, backward pass and gradient hand-off, optimiser step.
+(c) where one worker's time goes per agent step: environment, rollout (forward passes,
+    the encoder's recorded by autograd), loss (the core and heads scored over the whole
+    rollout), backward pass and gradient hand-off, optimiser step.
 
     python scripts/bench_throughput.py --env PongNoFrameskip-v4 --workers 2
     python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4 8

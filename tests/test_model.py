@@ -47,17 +47,50 @@ def test_sampling_follows_the_policy_and_is_reproducible() -> None:
     torch.testing.assert_close(frequencies, probs.double(), atol=0.02, rtol=0)
 
 
-def test_step_scores_its_sampled_actions_as_categorical_does(model: ActorCritic) -> None:
+def test_step_samples_as_act_does_and_records_the_encoder(model: ActorCritic) -> None:
     obs = torch.randn(6, 4)
     torch.manual_seed(5)
     step = model.step(obs, model.initial_state(6))
     torch.manual_seed(5)
-    sampled, _ = model.act(obs, model.initial_state(6))
+    sampled, state = model.act(obs, model.initial_state(6))
     assert torch.equal(step.action, sampled)
-    logits, value, _ = model(obs, model.initial_state(6))
-    distribution = Categorical(logits=logits)
-    torch.testing.assert_close(step.log_prob, distribution.log_prob(step.action))
-    torch.testing.assert_close(step.entropy, distribution.entropy())
-    torch.testing.assert_close(step.value, value)
-    assert step.log_prob.requires_grad and step.value.requires_grad
-    assert not step.action.requires_grad
+    assert step.features.requires_grad and not step.action.requires_grad
+    if state is not None:
+        assert step.state is not None and torch.equal(step.state[0], state[0])
+        assert not step.state[0].requires_grad
+
+
+def test_score_equals_a_step_by_step_pass_and_its_gradients(model: ActorCritic) -> None:
+    """`score` over a rollout, against autograd through the model one step at a time."""
+    steps, batch = 7, 3
+    torch.manual_seed(1)
+    obs = torch.randn(steps, batch, 4)
+    actions = torch.randint(0, 3, (steps, batch))
+    carried = torch.ones(steps, batch, dtype=torch.bool)
+    carried[2, 0] = carried[5, 0] = carried[4, 2] = False  # new episodes: states zeroed
+    weights = torch.randn(3, steps, batch)  # an arbitrary loss, so every output matters
+    state = None if model.lstm is None else (torch.randn(batch, 16), torch.randn(batch, 16))
+
+    fed, reference = [], []
+    for t in range(steps):
+        if state is not None:
+            keep = carried[t].float().unsqueeze(1)
+            state = (state[0] * keep, state[1] * keep)
+            fed.append((state[0].detach(), state[1].detach()))
+        logits, value, state = model(obs[t], state)
+        distribution = Categorical(logits=logits)
+        reference.append((distribution.log_prob(actions[t]), distribution.entropy(), value))
+    expected = [torch.stack(parts) for parts in zip(*reference, strict=True)]
+    model.zero_grad()
+    sum((w * part).sum() for w, part in zip(weights, expected, strict=True)).backward()
+    expected_grads = [p.grad.clone() for p in model.parameters()]
+
+    states = None if not fed else tuple(torch.stack(parts) for parts in zip(*fed, strict=True))
+    scores = model.score(model.encoder(obs.view(steps * batch, 4)).view(steps, batch, -1),
+                         states, carried, actions)  # fmt: skip
+    model.zero_grad()
+    sum((w * part).sum() for w, part in zip(weights, scores, strict=True)).backward()
+    for mine, theirs in zip(scores, expected, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
+    for param, theirs in zip(model.parameters(), expected_grads, strict=True):
+        torch.testing.assert_close(param.grad, theirs, atol=1e-5, rtol=0)

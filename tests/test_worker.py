@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing as mp
 import queue
 
@@ -14,9 +13,9 @@ from torch.distributions import Categorical
 from a3c.config import TrainConfig
 from a3c.envs import describe_env
 from a3c.metrics import EpisodeRecord, LossStats
-from a3c.model import build_model
+from a3c.model import Scores, build_model
 from a3c.optim import SharedAdam, make_shared_optimizer
-from a3c.worker import SharedObjects, Worker, apply_gradients
+from a3c.worker import SharedObjects, Worker, a3c_loss, apply_gradients
 
 
 def test_shared_optimizer_sees_exactly_each_updates_gradient() -> None:
@@ -101,11 +100,17 @@ def test_rollout_marks_episode_boundaries() -> None:
     rollout = worker.collect_rollout()
     worker.close()
     assert rollout.actions.shape == rollout.rewards.shape == (50, 2)
-    assert rollout.log_probs.shape == rollout.entropies.shape == rollout.values.shape == (50, 2)
+    assert rollout.features.shape[:2] == (50, 2) and rollout.features.requires_grad
+    assert rollout.states is not None and rollout.states[0].shape == (50, 2, config.hidden_size)
     # An untrained CartPole policy falls within 50 steps: each fall is a terminal.
     ends = np.argwhere(rollout.episode_end)
     assert len(ends) == len(rollout.episodes) > 0
     assert (rollout.terminal == rollout.episode_end).all()
+    # The step after each end starts a new game from a zeroed state.
+    starts = ~rollout.carried.numpy()
+    assert (starts[1:] == rollout.episode_end[:-1]).all() and not starts[0].any()
+    for t, k in np.argwhere(starts):
+        assert not rollout.states[0][t, k].any() and not rollout.states[1][t, k].any()
 
 
 class ActionRecorder(gym.Wrapper):
@@ -129,7 +134,11 @@ class ActionRecorder(gym.Wrapper):
 
 
 def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
-    """The worker's loss equals a plain replay: Categorical scores, state zeroed per episode."""
+    """The worker's loss equals a plain replay: Categorical scores, state zeroed per episode.
+
+    The replay is autograd through `nn.LSTMCell` step by step, so it also checks the LSTM's
+    hand-written backward pass over the rollout.
+    """
     torch.manual_seed(0)
     config = TrainConfig(env="CartPole-v1", workers=0, t_max=30, envs_per_worker=2)
     worker = Worker(0, config, make_shared(config))
@@ -161,14 +170,9 @@ def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
             entropies.append(distribution.entropy())
             values.append(value)
     assert len(rollout.episodes) > 0, "no episode boundary inside the rollout"
-    replayed = dataclasses.replace(
-        rollout,
-        log_probs=torch.stack(log_probs),
-        entropies=torch.stack(entropies),
-        values=torch.stack(values),
-    )
+    replayed = Scores(torch.stack(log_probs), torch.stack(entropies), torch.stack(values))
     model.zero_grad()
-    reference = worker.loss(replayed).total
+    reference = a3c_loss(replayed, rollout, config).total
     reference.backward()
     torch.testing.assert_close(worker.loss(rollout).total, reference, atol=1e-5, rtol=0)
     for mine, theirs in zip(ours, (p.grad for p in model.parameters()), strict=True):
