@@ -291,8 +291,8 @@ class _LSTMOverRollout(torch.autograd.Function):
         rows = grad_gates.view(steps * batch, -1)
         grad_inputs = (rows @ weight_ih).view(steps, batch, -1) if ctx.needs_input_grad[0] else None
         grad_bias = rows.sum(0)
-        # Two tensors: clipping scales gradients in place, and one shared tensor would be
-        # scaled twice.
+        # Two tensors: gradient clipping scales each parameter's gradient in place, so one
+        # tensor shared by both biases could be counted and scaled twice.
         return (
             grad_inputs, None, None, None,
             rows.t() @ x, rows.t() @ h_prev, grad_bias, grad_bias.clone(),
