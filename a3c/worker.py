@@ -333,9 +333,11 @@ def _detach(state: State) -> State:
 
 
 def _stack(states: list[State]) -> State:
-    if states[0] is None:
+    """Per-step states [B, H] as [T, B, H]; None for a model without an LSTM."""
+    pairs = [state for state in states if state is not None]
+    if not pairs:
         return None
-    return torch.stack([s[0] for s in states]), torch.stack([s[1] for s in states])  # type: ignore[index]
+    return torch.stack([h for h, _ in pairs]), torch.stack([c for _, c in pairs])
 
 
 def _restart(state: State, index: int) -> State:
