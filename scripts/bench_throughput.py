@@ -1,6 +1,7 @@
 """Training throughput against the emulator's own limit, measured side by side in one run.
 
-For one environment, worker count and envs-per-worker it measures, one after the other:
+For one environment, worker count, envs per worker and rollout length it measures, one
+after the other:
 
 (a) env only: as many processes as workers, each stepping its K environments (same ids,
     same wrappers) with random actions: the most agent steps/s these cores can give;
@@ -12,13 +13,15 @@ For one environment, worker count and envs-per-worker it measures, one after the
 
     python scripts/bench_throughput.py --env PongNoFrameskip-v4 --workers 2
     python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4 8
+    python scripts/bench_throughput.py --envs-per-worker 8 16 --t-max 20 10
 
-Settings are the env's shipped preset; --envs-per-worker defaults to the preset's.
+Settings are the env's shipped preset; --envs-per-worker and --t-max default to the preset's.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing as mp
 import queue
 import tempfile
@@ -161,6 +164,7 @@ def main() -> int:
     parser.add_argument("--env", default="PongNoFrameskip-v4")
     parser.add_argument("--workers", type=int, nargs="+", default=[2])
     parser.add_argument("--envs-per-worker", type=int, nargs="+")
+    parser.add_argument("--t-max", type=int, nargs="+")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--split-updates", type=int, default=20)
@@ -173,41 +177,45 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as run_dir:
         for workers in args.workers:
-            for envs in args.envs_per_worker or [base.envs_per_worker]:
+            for envs, t_max in itertools.product(
+                args.envs_per_worker or [base.envs_per_worker], args.t_max or [base.t_max]
+            ):
                 config = base.replace(
-                    {"workers": workers, "envs_per_worker": envs, "run_dir": run_dir,
-                     "eval_interval": 10**12, "checkpoint_interval": 10**12,
+                    {"workers": workers, "envs_per_worker": envs, "t_max": t_max,
+                     "run_dir": run_dir, "eval_interval": 10**12, "checkpoint_interval": 10**12,
                      "total_steps": 10**12},
                 )  # fmt: skip
                 env_rate = env_only(config, args.seconds)
                 train_rate, rss, pss = training(config, args.seconds, args.warmup)
                 split = time_split(config, args.split_updates)
-                rows.append((workers, envs, env_rate, train_rate, rss, pss, split))
+                rows.append((workers, envs, t_max, env_rate, train_rate, rss, pss, split))
                 print(
-                    f"workers {workers:>2}  envs/worker {envs:>2}  env-only {env_rate:7.0f}/s  "
-                    f"training {train_rate:7.0f}/s  ratio {train_rate / env_rate:.2f}  "
+                    f"workers {workers:>2}  envs/worker {envs:>2}  t_max {t_max:>2}  "
+                    f"env-only {env_rate:7.0f}/s  training {train_rate:7.0f}/s  "
+                    f"ratio {train_rate / env_rate:.2f}  "
                     f"worker RSS {rss:.0f} MiB, PSS {pss:.0f} MiB",
                     flush=True,
                 )
 
     print(f"\n{args.env}, preset {preset.name if preset else 'none'}")
-    print("| workers | envs/worker | env-only steps/s | training steps/s | ratio "
+    print("| workers | envs/worker | t_max | env-only steps/s | training steps/s | ratio "
           "| RSS per worker, MiB | PSS per worker, MiB |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for workers, envs, env_rate, train_rate, rss, pss, _ in rows:
-        print(f"| {workers} | {envs} | {env_rate:,.0f} | {train_rate:,.0f} | "
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for workers, envs, t_max, env_rate, train_rate, rss, pss, _ in rows:
+        print(f"| {workers} | {envs} | {t_max} | {env_rate:,.0f} | {train_rate:,.0f} | "
               f"{train_rate / env_rate:.2f} | {rss:.0f} | {pss:.0f} |")  # fmt: skip
     print("\nms per agent step in one worker (serial, one core):")
     parts = list(rows[0][-1])
-    print("| envs/worker | " + " | ".join(parts) + " | total |")
-    print("|---:|" + "---:|" * (len(parts) + 1))
+    print("| envs/worker | t_max | " + " | ".join(parts) + " | total |")
+    print("|---:|---:|" + "---:|" * (len(parts) + 1))
     seen = set()
-    for _, envs, *_, split in rows:
-        if envs in seen:
+    for _, envs, t_max, *_, split in rows:
+        if (envs, t_max) in seen:
             continue
-        seen.add(envs)
+        seen.add((envs, t_max))
         total = sum(split.values())
-        print(f"| {envs} | " + " | ".join(f"{split[p]:.3f}" for p in parts) + f" | {total:.3f} |")
+        cells = " | ".join(f"{split[p]:.3f}" for p in parts)
+        print(f"| {envs} | {t_max} | {cells} | {total:.3f} |")
     return 0
 
 
