@@ -175,6 +175,7 @@ def main() -> int:
     if preset is not None:
         base = base.replace(load_toml(preset))
     rows = []
+    splits: dict[tuple[int, int], dict[str, float]] = {}  # one serial worker: same for any count
     with tempfile.TemporaryDirectory() as run_dir:
         for workers in args.workers:
             for envs, t_max in itertools.product(
@@ -187,8 +188,9 @@ def main() -> int:
                 )  # fmt: skip
                 env_rate = env_only(config, args.seconds)
                 train_rate, rss, pss = training(config, args.seconds, args.warmup)
-                split = time_split(config, args.split_updates)
-                rows.append((workers, envs, t_max, env_rate, train_rate, rss, pss, split))
+                if (envs, t_max) not in splits:
+                    splits[envs, t_max] = time_split(config, args.split_updates)
+                rows.append((workers, envs, t_max, env_rate, train_rate, rss, pss))
                 print(
                     f"workers {workers:>2}  envs/worker {envs:>2}  t_max {t_max:>2}  "
                     f"env-only {env_rate:7.0f}/s  training {train_rate:7.0f}/s  "
@@ -201,18 +203,14 @@ def main() -> int:
     print("| workers | envs/worker | t_max | env-only steps/s | training steps/s | ratio "
           "| RSS per worker, MiB | PSS per worker, MiB |")  # fmt: skip
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for workers, envs, t_max, env_rate, train_rate, rss, pss, _ in rows:
+    for workers, envs, t_max, env_rate, train_rate, rss, pss in rows:
         print(f"| {workers} | {envs} | {t_max} | {env_rate:,.0f} | {train_rate:,.0f} | "
               f"{train_rate / env_rate:.2f} | {rss:.0f} | {pss:.0f} |")  # fmt: skip
     print("\nms per agent step in one worker (serial, one core):")
-    parts = list(rows[0][-1])
+    parts = list(next(iter(splits.values())))
     print("| envs/worker | t_max | " + " | ".join(parts) + " | total |")
     print("|---:|---:|" + "---:|" * (len(parts) + 1))
-    seen = set()
-    for _, envs, t_max, *_, split in rows:
-        if (envs, t_max) in seen:
-            continue
-        seen.add((envs, t_max))
+    for (envs, t_max), split in splits.items():
         total = sum(split.values())
         cells = " | ".join(f"{split[p]:.3f}" for p in parts)
         print(f"| {envs} | {t_max} | {cells} | {total:.3f} |")
