@@ -15,7 +15,8 @@ FIGURE_SIZE = (15.0, 4.0)  # inches; at DPI below: 1500 x 400 pixels
 DPI = 100
 
 
-def _read(path: Path) -> list[dict[str, str]]:
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of one of a run's CSV logs; none while the run has not written it yet."""
     if not path.is_file():
         return []
     with path.open() as file:
@@ -47,7 +48,7 @@ def plot_runs(runs: Sequence[Path], output: Path, smoothing: int = 20) -> Any:
     for index, run in enumerate(runs):
         color = f"C{index}"
         label = run.name
-        evals = _read(run / "eval.csv")
+        evals = read_csv(run / "eval.csv")
         if evals:
             steps = np.array([int(r["step"]) for r in evals], dtype=float)
             minutes = np.array([float(r["seconds"]) for r in evals]) / 60
@@ -56,7 +57,7 @@ def plot_runs(runs: Sequence[Path], output: Path, smoothing: int = 20) -> Any:
             for axis, x in ((by_steps, steps), (by_time, minutes)):
                 axis.plot(x, mean, color=color, marker="o", markersize=3, label=label)
                 axis.fill_between(x, mean - std, mean + std, color=color, alpha=0.2)
-        episodes = _read(run / "episodes.csv")
+        episodes = read_csv(run / "episodes.csv")
         if episodes:
             steps = np.array([int(r["step"]) for r in episodes], dtype=float)
             scores = np.array([float(r["score"]) for r in episodes])

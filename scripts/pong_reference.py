@@ -19,12 +19,13 @@ in one session, alternating (A, B, A), on a machine doing nothing else.
 from __future__ import annotations
 
 import argparse
-import csv
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from a3c.plot import read_csv
 
 
 def main() -> int:
@@ -58,7 +59,7 @@ def main() -> int:
     print(f"a3c-train ended after {(time.monotonic() - started) / 60:.1f} minutes")
 
     run = max(args.run_dir.glob("PongNoFrameskip-v4-*"), key=lambda p: p.stat().st_mtime)
-    rows = read_evaluations(run)
+    rows = read_csv(run / "eval.csv")
     print(f"\n{run}\n| minutes | agent steps | evaluation mean ± std | min | max |")
     print("|---:|---:|---:|---:|---:|")
     for row in rows:
@@ -71,11 +72,6 @@ def main() -> int:
     return 0
 
 
-def read_evaluations(run: Path) -> list[dict[str, str]]:
-    with (run / "eval.csv").open() as file:
-        return list(csv.DictReader(file))
-
-
 def summary_table(runs: list[Path], target: float, window: tuple[float, float]) -> str:
     start, end = window
     lines = [
@@ -84,7 +80,7 @@ def summary_table(runs: list[Path], target: float, window: tuple[float, float]) 
         "|---|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
-        rows = read_evaluations(run)
+        rows = read_csv(run / "eval.csv")
         if not rows:
             lines.append(f"| {run} | no evaluations yet | | | | |")
             continue
