@@ -11,6 +11,8 @@ import dataclasses
 import difflib
 import math
 import os
+import re
+import sys
 import tomllib
 import typing
 from collections.abc import Mapping
@@ -21,23 +23,38 @@ from typing import Any
 
 from a3c.errors import UsageError
 
+# The topics of `a3c-train --help` and of the README's options table, in their order.
+ENVIRONMENT = "environment"
+ROLLOUT = "rollout, returns and loss"
+OPTIMISER = "optimiser"
+MODEL = "model"
+EVALUATION = "evaluation"
+RUN = "checkpoints and run"
+GROUPS = (ENVIRONMENT, ROLLOUT, OPTIMISER, MODEL, EVALUATION, RUN)
+
 
 def _option(
     default: Any = dataclasses.MISSING,
     *,
+    group: str,
     help: str,
     default_factory: Any = dataclasses.MISSING,
+    default_text: str | None = None,
     choices: tuple[str, ...] | tuple[int, ...] | None = None,
     minimum: float | None = None,
     above: float | None = None,
     maximum: float | None = None,
 ) -> Any:
-    """A dataclass field with its help text and the range of values it accepts.
+    """A dataclass field with its topic, help text and the range of values it accepts.
 
     ``minimum`` is inclusive, ``above`` exclusive; both are checked by `TrainConfig.validate`.
+    ``default_text`` describes a default that depends on the machine.
     """
+    assert group in GROUPS, group
     metadata = {
+        "group": group,
         "help": help,
+        "default_text": default_text,
         "choices": choices,
         "minimum": minimum,
         "above": above,
@@ -56,105 +73,151 @@ def _cpu_count() -> int:
 class TrainConfig:
     """Every setting of a training run. Budgets count agent steps, not emulator frames."""
 
-    env: str = _option("CartPole-v1", help="gymnasium environment id")
-    seed: int = _option(1, help="seed of worker 0; worker k uses seed + k", minimum=0)
+    # ------------------------------------------------------------------ environment
+    env: str = _option("CartPole-v1", group=ENVIRONMENT, help="gymnasium environment id")
+    seed: int = _option(
+        1, group=ENVIRONMENT, help="seed of worker 0; worker k uses seed + k", minimum=0
+    )
+    frame_size: int = _option(
+        42,
+        group=ENVIRONMENT,
+        help="Atari frames are resized to this square (84: the A3C paper's encoder)",
+        choices=(42, 84),
+    )
+    clip_rewards: bool = _option(
+        False,
+        group=ENVIRONMENT,
+        help="learn from rewards clipped to [-1, 1]; logged scores stay unclipped",
+    )
+    life_loss_terminal: bool = _option(
+        False,
+        group=ENVIRONMENT,
+        help="Atari: learn as if a lost life ended the episode; logged scores are whole games",
+    )
+    # ----------------------------------------------------- rollout, returns and loss
     workers: int = _option(
         default_factory=_cpu_count,
-        help="training processes, one per usable CPU core unless given; "
-        "0 runs one worker inside the main process, for debugging",
+        group=ROLLOUT,
+        default_text="CPU cores",
+        help="training processes; 0 runs one worker inside the main process, for debugging",
         minimum=0,
     )
     total_steps: int = _option(
         1_000_000,
+        group=ROLLOUT,
         help="training budget in agent steps summed over all workers "
         "(one Atari agent step is 4 emulator frames)",
         minimum=1,
     )
-    t_max: int = _option(20, help="rollout length between two updates, in agent steps", minimum=1)
+    t_max: int = _option(
+        20, group=ROLLOUT, help="rollout length between two updates, in agent steps", minimum=1
+    )
     envs_per_worker: int = _option(
         1,
-        help="environments each worker steps in lockstep, one batched forward pass for all; "
-        "an update then learns from t_max steps of each",
+        group=ROLLOUT,
+        help="environments each worker steps in lockstep with one batched forward pass; "
+        "an update learns from t_max steps of each",
         minimum=1,
     )
-    gamma: float = _option(0.99, help="discount factor", above=0.0, maximum=1.0)
+    gamma: float = _option(0.99, group=ROLLOUT, help="discount factor", above=0.0, maximum=1.0)
     advantage: str = _option(
         "gae",
+        group=ROLLOUT,
         help="advantage estimator: generalised advantage estimation or plain n-step returns",
         choices=("gae", "nstep"),
     )
     gae_lambda: float = _option(
-        1.0, help="GAE lambda (1 equals the n-step advantage)", minimum=0.0, maximum=1.0
+        1.0,
+        group=ROLLOUT,
+        help="GAE lambda (1 equals the n-step advantage)",
+        minimum=0.0,
+        maximum=1.0,
     )
-    lr: float = _option(1e-4, help="learning rate of the shared optimiser", above=0.0)
-    lr_decay: bool = _option(False, help="decay the learning rate linearly to 0 at total_steps")
+    ent_coef: float = _option(
+        0.01, group=ROLLOUT, help="entropy bonus coefficient (beta)", minimum=0.0
+    )
+    vf_coef: float = _option(0.5, group=ROLLOUT, help="value loss coefficient", above=0.0)
+    # -------------------------------------------------------------------- optimiser
     optimizer: str = _option(
         "adam",
-        help="shared optimiser: Adam, or RMSprop with shared statistics as in the A3C paper",
+        group=OPTIMISER,
+        help="shared optimiser: Adam, or RMSprop with shared statistics (the A3C paper's)",
         choices=("adam", "rmsprop"),
     )
-    optimizer_eps: float = _option(1e-8, help="epsilon of Adam or RMSprop", above=0.0)
+    lr: float = _option(
+        1e-4, group=OPTIMISER, help="learning rate of the shared optimiser", above=0.0
+    )
+    lr_decay: bool = _option(
+        False, group=OPTIMISER, help="decay the learning rate linearly to 0 at total_steps"
+    )
+    optimizer_eps: float = _option(
+        1e-8, group=OPTIMISER, help="epsilon of Adam or RMSprop", above=0.0
+    )
     rmsprop_alpha: float = _option(
-        0.99, help="smoothing constant of RMSprop", above=0.0, maximum=1.0
+        0.99, group=OPTIMISER, help="smoothing constant of RMSprop", above=0.0, maximum=1.0
     )
-    ent_coef: float = _option(0.01, help="entropy bonus coefficient (beta)", minimum=0.0)
-    vf_coef: float = _option(0.5, help="value loss coefficient", above=0.0)
-    max_grad_norm: float = _option(40.0, help="clip each update's gradient norm to this", above=0.0)
-    clip_rewards: bool = _option(
-        False, help="learn from rewards clipped to [-1, 1]; logged scores stay unclipped"
+    max_grad_norm: float = _option(
+        40.0, group=OPTIMISER, help="clip each update's gradient norm to this", above=0.0
     )
-    lstm: bool = _option(True, help="LSTM actor-critic; --no-lstm gives the feed-forward A3C FF")
-    frame_size: int = _option(
-        42,
-        help="Atari frames are resized to this square: 42 with the conv encoder of "
-        "pytorch-a3c, 84 with the A3C paper's",
-        choices=(42, 84),
+    # ------------------------------------------------------------------------ model
+    lstm: bool = _option(
+        True, group=MODEL, help="LSTM actor-critic; --no-lstm gives the feed-forward A3C FF"
+    )
+    hidden_size: int = _option(
+        128, group=MODEL, help="width of the encoder output and the LSTM", minimum=1
     )
     conv_channels: int = _option(
         32,
-        help="channels of each of the four convolutions on 42x42 frames (pytorch-a3c has 32); "
-        "the 84x84 encoder keeps the A3C paper's",
+        group=MODEL,
+        help="channels of the four convolutions on 42x42 frames; 84x84 frames get the A3C "
+        "paper's encoder",
         minimum=1,
     )
-    life_loss_terminal: bool = _option(
-        False,
-        help="Atari: learn as if a lost life ended the episode; logged scores are whole games",
-    )
-    hidden_size: int = _option(128, help="width of the encoder output and the LSTM", minimum=1)
+    # ------------------------------------------------------------------- evaluation
     eval_interval: int = _option(
-        10_000, help="evaluate the shared weights every this many agent steps", minimum=1
+        10_000,
+        group=EVALUATION,
+        help="evaluate the shared weights every this many agent steps",
+        minimum=1,
     )
-    eval_episodes: int = _option(10, help="episodes per evaluation", minimum=1)
+    eval_episodes: int = _option(10, group=EVALUATION, help="episodes per evaluation", minimum=1)
     eval_max_steps: int = _option(
         10_000,
-        help="cut an evaluation episode after this many agent steps, so a policy that stalls "
+        group=EVALUATION,
+        help="cut an evaluation episode after this many agent steps, so a stalling policy "
         "cannot hang the evaluator",
         minimum=1,
     )
     eval_policy: str = _option(
         "greedy",
+        group=EVALUATION,
         help="evaluation actions: the most probable one, or sampled from the policy",
         choices=("greedy", "sample"),
     )
     target_score: float | None = _option(
-        None, help="stop training once an evaluation's mean score reaches this"
+        None, group=EVALUATION, help="stop training once an evaluation's mean score reaches this"
     )
+    # ---------------------------------------------------------- checkpoints and run
+    checkpoint_interval: int = _option(
+        100_000,
+        group=RUN,
+        help="write checkpoints/latest.pt every this many agent steps",
+        minimum=1,
+    )
+    run_dir: str = _option("runs", group=RUN, help="folder that receives one subfolder per run")
     max_restarts: int = _option(
         3,
-        help="restart a crashed worker or evaluator from the shared weights this many times "
-        "in a run, then stop",
+        group=RUN,
+        help="restart crashed workers or the evaluator this many times in a run, then stop",
         minimum=0,
     )
     max_nonfinite_updates: int = _option(
         10,
-        help="stop when a worker's last this many updates in a row had a non-finite loss or "
-        "gradient (each one is skipped, never applied)",
+        group=RUN,
+        help="stop after this many updates in a row, in one worker, with a non-finite loss or "
+        "gradient (each is skipped)",
         minimum=1,
     )
-    checkpoint_interval: int = _option(
-        100_000, help="write checkpoints/latest.pt every this many agent steps", minimum=1
-    )
-    run_dir: str = _option("runs", help="folder that receives one subfolder per run")
 
     def validate(self) -> TrainConfig:
         """Raise `UsageError` naming the first out-of-range value; return self otherwise."""
@@ -310,44 +373,113 @@ def find_preset(env_id: str) -> Path | None:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Argument errors as one line on stderr and exit code 2, like every other bad input."""
+    """Argument errors as one line on stderr and exit code 2, like every other bad input;
+    `--version` on every command, with the versions a bug report needs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviations: a flag shortened in a script would silently change meaning when
+        # a new flag starts the same way.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.add_argument(
+            "--version",
+            action=_PrintVersion,
+            nargs=0,
+            help="print the versions of a3c, torch, gymnasium, ale-py and Python, then exit",
+        )
 
     def error(self, message: str) -> typing.NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _PrintVersion(argparse.Action):
+    """argparse's own version action wraps the line at the terminal's width."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(version_line(parser.prog))
+        parser.exit()
+
+
+def version_line(prog: str) -> str:
+    """Read from the installed packages' metadata, so --version imports none of them."""
+    from importlib import metadata
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    python = ".".join(map(str, sys.version_info[:3]))
+    return (
+        f"{prog} {installed('a3c')} (torch {installed('torch')}, gymnasium "
+        f"{installed('gymnasium')}, ale-py {installed('ale-py')}, Python {python})"
+    )
+
+
+def format_default(value: Any) -> str:
+    """A default as --help and the README show it: 1,000,000 steps, 1e-8, on/off."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int) and abs(value) >= 10_000:
+        return f"{value:,}"
+    if isinstance(value, float):
+        return re.sub(r"e([+-])0*(\d)", lambda m: f"e{m[1].replace('+', '')}{m[2]}", f"{value:g}")
+    return str(value)
+
+
+# Flags of a3c-train that say where settings come from or how to show the run, rather than
+# being settings: they never reach TrainConfig.
+COMMAND_FLAGS = ("config", "resume", "quiet")
+
+
 def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
-    """One flag per `TrainConfig` field, plus --config. Unset flags stay out of the namespace."""
+    """One flag per `TrainConfig` field, grouped by topic, plus the command's own flags.
+
+    Unset flags stay out of the namespace, so a preset's value is only overridden by a
+    flag that was given.
+    """
     parser = OneLineParser(
         prog=prog,
         description="Train an A3C agent with Hogwild workers. "
         "Settings come from the dataclass defaults, then a preset (--config FILE, or the "
-        "shipped preset for --env), then the flags given here.",
+        "shipped preset for --env), then the flags given here. "
+        "Budgets and intervals count agent steps summed over all workers.",
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument(
-        "--config", metavar="FILE", help="TOML file of settings (keys as the flags, with _)"
-    )
+    groups = {name: parser.add_argument_group(name) for name in GROUPS}
     defaults = TrainConfig()
     hints = typing.get_type_hints(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
         kind = next(
             t for t in (typing.get_args(hints[f.name]) or (hints[f.name],)) if t is not type(None)
         )
-        default = getattr(defaults, f.name)
-        help_text = f.metadata["help"] + ("" if default is None else f" (default: {default})")
+        default = f.metadata["default_text"] or getattr(defaults, f.name)
+        help_text = f.metadata["help"]
+        if default is not None:
+            help_text += f" (default: {format_default(default)})"
+        group = groups[f.metadata["group"]]
         if kind is bool:
-            parser.add_argument(
-                _flag(f.name), action=argparse.BooleanOptionalAction, help=help_text
-            )
+            group.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
         else:
-            parser.add_argument(
+            group.add_argument(
                 _flag(f.name),
                 type=kind,
                 choices=f.metadata["choices"],
                 metavar=None if f.metadata["choices"] else f.name.upper(),
                 help=help_text,
             )
+    run = groups[RUN]
+    run.add_argument(
+        "--config", metavar="FILE", help="TOML file of settings (keys as the flags, with _)"
+    )
+    run.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue a checkpoint (or a run folder's latest.pt) at its step, with its "
+        "optimiser state and settings; flags given now override those but the model's shape",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress output (default: off)")
     return parser
 
 
@@ -361,7 +493,7 @@ def resumed_config(saved: Mapping[str, Any], args: argparse.Namespace) -> TrainC
     if getattr(args, "config", None) is not None:
         raise UsageError("--resume continues the saved settings; give changes as flags")
     config = TrainConfig.from_dict(saved, source="checkpoint config")
-    flags = {k: v for k, v in vars(args).items() if k != "config"}
+    flags = _settings(args)
     for name in MODEL_SETTINGS:
         if name in flags and flags[name] != getattr(config, name):
             raise UsageError(
@@ -371,9 +503,13 @@ def resumed_config(saved: Mapping[str, Any], args: argparse.Namespace) -> TrainC
     return config.replace(flags, source="command line").validate()
 
 
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k, v in vars(args).items() if k not in COMMAND_FLAGS}
+
+
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None]:
     """Layer defaults, then the preset, then explicit flags; return the config and its preset."""
-    flags = {k: v for k, v in vars(args).items() if k != "config"}
+    flags = _settings(args)
     preset: Path | None = None
     if getattr(args, "config", None) is not None:
         preset = Path(args.config)

@@ -170,7 +170,7 @@ class RunDirectory:
 
 
 class TensorBoardLog:
-    """Event files in the run folder with the documented tags (README, "Metrics").
+    """Event files in the run folder with the documented tags (docs/observability.md).
 
     Only the main process writes them. `open` returns None when tensorboard is not
     installed; training runs the same without it.

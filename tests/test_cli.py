@@ -44,18 +44,27 @@ def test_train_refuses_unknown_config_key(cli, tmp_path: Path) -> None:
     assert_one_line_usage_error(result, "unknown setting 'learning_rate'")
 
 
-def test_help_lists_every_option(cli) -> None:
+def test_help_is_grouped_by_topic(cli) -> None:
     result = cli.run("a3c-train", "--help")
     assert result.returncode == 0
+    from a3c.config import GROUPS
+
+    positions = [result.stdout.index(f"\n{group}:\n") for group in GROUPS]
+    assert positions == sorted(positions)
     for flag in ("--env", "--workers", "--total-steps", "--t-max", "--gae-lambda", "--no-lstm"):
         assert flag in result.stdout
 
 
-def test_readme_documents_every_option() -> None:
-    from a3c.config import build_parser
+@pytest.mark.parametrize("command", ["a3c-train", "a3c-eval", "a3c-plot"])
+def test_every_command_prints_its_version(cli, command: str) -> None:
+    from a3c import __version__
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    for action in build_parser()._actions:
-        for flag in action.option_strings:
-            if flag.startswith("--") and not flag.startswith("--no-") and flag != "--help":
-                assert f"`{flag}" in readme, f"README does not document {flag}"
+    result = cli.run(command, "--version", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{command} {__version__} (torch ")
+    assert len(result.stdout.strip().splitlines()) == 1
+
+
+def test_abbreviated_flags_are_refused(cli, tmp_path: Path) -> None:
+    result = cli.run("a3c-train", "--total-step", "10", "--run-dir", str(tmp_path))
+    assert_one_line_usage_error(result, "unrecognized arguments: --total-step")

@@ -76,7 +76,9 @@ def test_two_processes_share_step_count_and_weights() -> None:
         process.join(timeout=120)
         assert process.exitcode == 0
     for param, initial in zip(model.parameters(), before, strict=True):
-        assert optimizer.state[param]["step"].item() == 100
+        # Lock-free: two increments at the same instant can land as one, so the count is
+        # at most 100, and above 50 only if both processes stepped the same shared counter.
+        assert 50 < optimizer.state[param]["step"].item() <= 100
         assert not torch.equal(param, initial)
 
 
