@@ -18,6 +18,11 @@ from a3c.errors import UsageError
 # 2: conv encoders standardise each frame; format-1 conv weights expect frames in [0, 1].
 FORMAT_VERSION = 2
 
+# Settings added after checkpoints were first written, with the value that describes how
+# the older checkpoints were trained (their model has no running statistics), whatever
+# the default is now.
+LEGACY_SETTINGS = {"normalize_obs": False, "scale_rewards": False}
+
 
 def build_checkpoint(
     *,
@@ -123,6 +128,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     missing = {"model", "config", "step"} - checkpoint.keys()
     if missing:
         raise UsageError(f"{path} is not a complete checkpoint (missing {', '.join(missing)})")
+    if isinstance(checkpoint["config"], dict):
+        for name, value in LEGACY_SETTINGS.items():
+            checkpoint["config"].setdefault(name, value)
     if version < 2 and _has_conv_weights(checkpoint["model"]):
         # Loading would work and the agent would play blind: refuse instead.
         raise UsageError(

@@ -94,6 +94,16 @@ class TrainConfig:
         group=ENVIRONMENT,
         help="Atari: learn as if a lost life ended the episode; logged scores are whole games",
     )
+    normalize_obs: bool = _option(
+        True,
+        group=ENVIRONMENT,
+        help="standardise vector observations with running statistics (kept in checkpoints)",
+    )
+    scale_rewards: bool = _option(
+        True,
+        group=ENVIRONMENT,
+        help="learn from rewards divided by the running std of the discounted return",
+    )
     # ----------------------------------------------------- rollout, returns and loss
     workers: int = _option(
         default_factory=_cpu_count,
@@ -105,18 +115,16 @@ class TrainConfig:
     total_steps: int = _option(
         1_000_000,
         group=ROLLOUT,
-        help="training budget in agent steps summed over all workers "
-        "(one Atari agent step is 4 emulator frames)",
+        help="training budget in agent steps (an Atari agent step is 4 emulator frames)",
         minimum=1,
     )
     t_max: int = _option(
-        20, group=ROLLOUT, help="rollout length between two updates, in agent steps", minimum=1
+        5, group=ROLLOUT, help="rollout length between two updates, in agent steps", minimum=1
     )
     envs_per_worker: int = _option(
-        1,
+        8,
         group=ROLLOUT,
-        help="environments each worker steps in lockstep with one batched forward pass; "
-        "an update learns from t_max steps of each",
+        help="environments each worker steps in lockstep, one batched forward pass for all",
         minimum=1,
     )
     gamma: float = _option(0.99, group=ROLLOUT, help="discount factor", above=0.0, maximum=1.0)
@@ -145,7 +153,7 @@ class TrainConfig:
         choices=("adam", "rmsprop"),
     )
     lr: float = _option(
-        1e-4, group=OPTIMISER, help="learning rate of the shared optimiser", above=0.0
+        7e-4, group=OPTIMISER, help="learning rate of the shared optimiser", above=0.0
     )
     lr_decay: bool = _option(
         False, group=OPTIMISER, help="decay the learning rate linearly to 0 at total_steps"
@@ -161,7 +169,9 @@ class TrainConfig:
     )
     # ------------------------------------------------------------------------ model
     lstm: bool = _option(
-        True, group=MODEL, help="LSTM actor-critic; --no-lstm gives the feed-forward A3C FF"
+        False,
+        group=MODEL,
+        help="LSTM core (the Atari presets' choice); without it, the feed-forward A3C FF",
     )
     hidden_size: int = _option(
         128, group=MODEL, help="width of the encoder output and the LSTM", minimum=1
@@ -184,8 +194,7 @@ class TrainConfig:
     eval_max_steps: int = _option(
         10_000,
         group=EVALUATION,
-        help="cut an evaluation episode after this many agent steps, so a stalling policy "
-        "cannot hang the evaluator",
+        help="cut an evaluation episode after this many agent steps",
         minimum=1,
     )
     eval_policy: str = _option(
@@ -214,8 +223,7 @@ class TrainConfig:
     max_nonfinite_updates: int = _option(
         10,
         group=RUN,
-        help="stop after this many updates in a row, in one worker, with a non-finite loss or "
-        "gradient (each is skipped)",
+        help="stop after this many skipped updates in a row (non-finite loss or gradient)",
         minimum=1,
     )
 
@@ -430,7 +438,7 @@ def format_default(value: Any) -> str:
 
 # Flags of a3c-train that say where settings come from or how to show the run, rather than
 # being settings: they never reach TrainConfig.
-COMMAND_FLAGS = ("config", "resume", "quiet")
+COMMAND_FLAGS = ("config", "no_preset", "resume", "quiet")
 
 
 def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
@@ -474,23 +482,37 @@ def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="TOML file of settings (keys as the flags, with _)"
     )
     run.add_argument(
+        "--no-preset",
+        action="store_true",
+        help="the built-in defaults and the flags only, even where configs/ has a preset "
+        "(default: off)",
+    )
+    run.add_argument(
         "--resume",
         metavar="PATH",
-        help="continue a checkpoint (or a run folder's latest.pt) at its step, with its "
-        "optimiser state and settings; flags given now override those but the model's shape",
+        help="continue a checkpoint (or a run folder's latest.pt) with its optimiser and "
+        "settings; flags may change all but the model's shape",
     )
     run.add_argument("--quiet", action="store_true", help="no progress output (default: off)")
     return parser
 
 
 # Settings that shape the model: a resumed run must keep the saved ones.
-MODEL_SETTINGS = ("env", "hidden_size", "lstm", "frame_size", "conv_channels")
+MODEL_SETTINGS = (
+    "env",
+    "hidden_size",
+    "lstm",
+    "frame_size",
+    "conv_channels",
+    "normalize_obs",
+    "scale_rewards",
+)
 
 
 def resumed_config(saved: Mapping[str, Any], args: argparse.Namespace) -> TrainConfig:
     """The config a checkpoint was trained with, then the flags given now (a longer budget,
     more workers); flags that would change the model's shape are refused."""
-    if getattr(args, "config", None) is not None:
+    if getattr(args, "config", None) is not None or getattr(args, "no_preset", False):
         raise UsageError("--resume continues the saved settings; give changes as flags")
     config = TrainConfig.from_dict(saved, source="checkpoint config")
     flags = _settings(args)
@@ -511,9 +533,12 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None
     """Layer defaults, then the preset, then explicit flags; return the config and its preset."""
     flags = _settings(args)
     preset: Path | None = None
+    no_preset = getattr(args, "no_preset", False)
     if getattr(args, "config", None) is not None:
+        if no_preset:
+            raise UsageError("--config and --no-preset contradict each other; give one")
         preset = Path(args.config)
-    else:
+    elif not no_preset:
         preset = find_preset(flags.get("env", TrainConfig.env))
     config = TrainConfig()
     if preset is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import ale_py
 import gymnasium as gym
@@ -39,6 +40,7 @@ class EnvInfo:
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
     n_actions: int
+    one_hot: bool = False  # Discrete states, one-hot encoded by the env's wrapper
 
     @classmethod
     def of(cls, env: gym.Env) -> EnvInfo:
@@ -47,6 +49,7 @@ class EnvInfo:
             observation_shape=tuple(env.observation_space.shape or ()),
             observation_dtype=np.dtype(env.observation_space.dtype),
             n_actions=int(env.action_space.n),
+            one_hot=isinstance(env.unwrapped.observation_space, gym.spaces.Discrete),
         )
 
 
@@ -73,17 +76,60 @@ def is_atari(env_id: str) -> bool:
     return isinstance(entry_point, str) and entry_point.startswith("ale_py")
 
 
+# gymnasium's families whose packages come with one of a3c's extras, by entry-point module.
+EXTRAS = {"gymnasium.envs.box2d": "box2d", "gymnasium.envs.mujoco": "mujoco"}
+
+
+def _make(env_id: str, render_mode: str | None) -> gym.Env:
+    """`gym.make`, with a missing package named in one line instead of a traceback."""
+    try:
+        return gym.make(env_id, render_mode=render_mode)
+    except (gym.error.DependencyNotInstalled, ImportError) as error:
+        entry_point = gym.spec(env_id).entry_point
+        module = entry_point if isinstance(entry_point, str) else ""
+        for family, extra in EXTRAS.items():
+            if module.startswith(family):
+                raise UsageError(
+                    f"{env_id} needs gymnasium's {extra} packages: pip install 'a3c[{extra}]'"
+                ) from None
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UsageError(f"{env_id} needs a package that is not installed: {reason}") from None
+
+
+class OneHotObservation(gym.ObservationWrapper):
+    """Discrete observations (toy-text states) as one-hot float vectors.
+
+    A state's index is a name, not a magnitude: fed as one number, state 41 would look
+    almost like state 40 to the encoder.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        assert isinstance(env.observation_space, gym.spaces.Discrete)
+        self.size = int(env.observation_space.n)
+        self.start = int(env.observation_space.start)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (self.size,), np.float32)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        one_hot = np.zeros(self.size, dtype=np.float32)
+        one_hot[int(observation) - self.start] = 1.0
+        return one_hot
+
+
 def make_env(env_id: str, frame_size: int = 42, render_mode: str | None = None) -> gym.Env:
     """The environment with the wrappers a3c uses.
 
     `RecordEpisodeStatistics` is outermost, so the episode scores it reports are the
     game's real, unclipped scores of whole games. Atari frames become `frame_size` squared
-    grayscale uint8 images.
+    grayscale uint8 images; discrete observations become one-hot vectors.
     """
     _check_registered(env_id)
     if not is_atari(env_id):
-        return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id, render_mode=render_mode))
-    env = gym.make(env_id, render_mode=render_mode)
+        env = _make(env_id, render_mode)
+        if isinstance(env.observation_space, gym.spaces.Discrete):
+            env = OneHotObservation(env)
+        return gym.wrappers.RecordEpisodeStatistics(env)
+    env = _make(env_id, render_mode)
     emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
     env = gym.wrappers.AtariPreprocessing(
         env,
@@ -111,7 +157,7 @@ def describe_env(env_id: str, frame_size: int = 42) -> EnvInfo:
         2,
     ):
         raise UsageError(
-            f"{env_id} has observations {observation_space}; "
-            "a3c supports flat vectors and Atari frames"
+            f"{env_id} has {type(observation_space).__name__} observations "
+            f"{observation_space}; a3c supports flat vectors, Discrete states and Atari frames"
         )
     return EnvInfo.of(env)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import nn
 
+from a3c.normalize import RunningMeanStd
+
 if TYPE_CHECKING:
     from a3c.config import TrainConfig
     from a3c.envs import EnvInfo
@@ -138,9 +140,15 @@ class ActorCritic(nn.Module):
         hidden_size: int = 128,
         lstm: bool = True,
         conv_channels: int = 32,
+        normalize_obs: bool = False,
+        scale_rewards: bool = False,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
+        # Buffers, not parameters: shared, copied and checkpointed with the weights, never
+        # optimised (a3c/normalize.py).
+        self.obs_norm = RunningMeanStd(observation_shape) if normalize_obs else None
+        self.return_norm = RunningMeanStd() if scale_rewards else None
         self.encoder = make_encoder(observation_shape, hidden_size, conv_channels)
         features = self.encoder.output_size
         self.lstm: nn.LSTMCell | None = None
@@ -171,8 +179,13 @@ class ActorCritic(nn.Module):
         h, c = self.lstm(features, state)
         return h, (h, c)
 
+    def _encode(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.obs_norm is not None:
+            obs = self.obs_norm.normalize(obs)
+        return self.encoder(obs)
+
     def _hidden(self, obs: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        return self._core(self.encoder(obs), state)
+        return self._core(self._encode(obs), state)
 
     def forward(self, obs: torch.Tensor, state: State) -> tuple[torch.Tensor, torch.Tensor, State]:
         """Logits [B, A] and values [B] for a batch of observations [B, ...]."""
@@ -200,7 +213,7 @@ class ActorCritic(nn.Module):
         over the whole rollout, once its states are known: per step, the LSTM's backward
         pass would multiply and accumulate its full weight gradients T times over.
         """
-        features = self.encoder(obs)
+        features = self._encode(obs)
         with torch.no_grad():
             hidden, state = self._core(features, state)
             action = sample(self.policy(hidden))
@@ -330,4 +343,9 @@ def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
         hidden_size=config.hidden_size,
         lstm=config.lstm,
         conv_channels=config.conv_channels,
+        # Frames are standardised one by one in the encoder; one-hot states need nothing.
+        normalize_obs=config.normalize_obs
+        and len(info.observation_shape) == 1
+        and not info.one_hot,
+        scale_rewards=config.scale_rewards,
     )

@@ -198,6 +198,7 @@ class Trainer:
             episode_counter=self.context.Value("q", episodes),
             stop=self.context.Event(),
             messages=queue.SimpleQueue() if config.serial else self.context.Queue(),
+            stats_lock=self.context.Lock(),
         )
         self.last_eval: EvalRecord | None = None
         self.skipped_updates = 0

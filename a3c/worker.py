@@ -22,6 +22,7 @@ from a3c.envs import EnvInfo, make_env
 from a3c.faults import maybe_inject
 from a3c.metrics import EpisodeRecord, LossStats, SkippedUpdate
 from a3c.model import ActorCritic, Scores, State, build_model
+from a3c.normalize import DiscountedReturns
 from a3c.returns import gae, n_step_returns
 
 
@@ -35,6 +36,7 @@ class SharedObjects:
     episode_counter: Any  # multiprocessing.Value("q"): training episodes finished
     stop: Any  # multiprocessing.Event: set to make every child stop at its next boundary
     messages: Any  # queue of EpisodeRecord / EvalRecord for the main process
+    stats_lock: Any  # multiprocessing.Lock around merges into the model's running statistics
 
     def add_steps(self, steps: int) -> int:
         """Count a rollout's steps in the global counter; return the new total."""
@@ -149,6 +151,8 @@ class Rollout:
     final_values: np.ndarray  # [T, K] V(final observation) at a truncation, else 0
     bootstrap_values: np.ndarray  # [K] V(observation after the last step)
     episodes: list[EpisodeRecord]  # episodes that ended, with their real scores
+    observations: np.ndarray | None  # [T, K, ...] as the envs gave them, for obs_norm
+    discounted_returns: np.ndarray | None  # [T, K] for return_norm
 
     def __len__(self) -> int:
         return int(self.actions.size)
@@ -179,6 +183,9 @@ class Worker:
             self.lives.append(int(info.get("lives", 0)))
         self.obs = np.stack(observations)
         self.state = self.model.initial_state(count)
+        self.returns = (
+            DiscountedReturns(count, config.gamma) if self.model.return_norm is not None else None
+        )
 
     def close(self) -> None:
         for env in self.envs:
@@ -201,7 +208,11 @@ class Worker:
         episode_end = np.zeros((steps, count), dtype=bool)
         final_values = np.zeros((steps, count), dtype=np.float32)
         episodes = []
+        observations: list[np.ndarray] | None = [] if self.model.obs_norm is not None else None
+        returns: list[np.ndarray] | None = [] if self.returns is not None else None
         for t in range(steps):
+            if observations is not None:
+                observations.append(self.obs.copy())
             # A copy: autograd may keep the observations for the backward pass, and self.obs
             # is overwritten in place below.
             step = self.model.step(torch.tensor(self.obs), state)
@@ -230,6 +241,12 @@ class Worker:
                     if t + 1 < steps:
                         carried[t + 1, index] = False
                 self.obs[index] = obs
+            if self.returns is not None and returns is not None:
+                returns.append(self.returns.step(rewards[t], episode_end[t]))
+        if self.model.return_norm is not None:
+            # The scale of the rollout's start, for every step of it: the local statistics
+            # change only when the next rollout loads the shared ones.
+            rewards /= float(self.model.return_norm.std)
         # Gradients stop at the rollout's edge (truncated backpropagation through time).
         self.state = _detach(state)
         with torch.no_grad():
@@ -245,7 +262,20 @@ class Worker:
             final_values=final_values,
             bootstrap_values=bootstrap.numpy(),
             episodes=episodes,
+            observations=None if observations is None else np.stack(observations),
+            discounted_returns=None if returns is None else np.stack(returns),
         )
+
+    def merge_statistics(self, rollout: Rollout) -> None:
+        """Add the rollout's observations and returns to the shared running statistics."""
+        shared = self.shared.model
+        if rollout.observations is None and rollout.discounted_returns is None:
+            return
+        with self.shared.stats_lock:
+            if shared.obs_norm is not None and rollout.observations is not None:
+                shared.obs_norm.update(rollout.observations)
+            if shared.return_norm is not None and rollout.discounted_returns is not None:
+                shared.return_norm.update(rollout.discounted_returns)
 
     @torch.no_grad()
     def _value(self, obs: np.ndarray, state: State, index: int) -> float:
@@ -266,6 +296,7 @@ class Worker:
         """Sync, one rollout, one update of the shared model; returns the global step count."""
         self.model.load_state_dict(self.shared.model.state_dict())
         rollout = self.collect_rollout()
+        self.merge_statistics(rollout)
         terms = self.loss(rollout)
         loss = terms.total
         lr = self.config.learning_rate_at(self.shared.steps_done)

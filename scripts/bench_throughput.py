@@ -125,8 +125,9 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
         config.rmsprop_alpha,
     )  # fmt: skip
     shared = SharedObjects(
-        model, optimizer, mp.Value("q", 0), mp.Value("q", 0), mp.Event(), queue.SimpleQueue()
-    )
+        model, optimizer, mp.Value("q", 0), mp.Value("q", 0), mp.Event(), queue.SimpleQueue(),
+        mp.Lock(),
+    )  # fmt: skip
     worker = Worker(0, config, shared)
     clock = dict.fromkeys(("env", "rollout", "loss", "backward", "optimiser"), 0.0)
     worker.envs = [_TimedEnv(env, clock) for env in worker.envs]

@@ -87,7 +87,11 @@ def test_conv_encoders_take_uint8_frames(
 
 
 def make_worker(**settings) -> Worker:
-    config = TrainConfig(workers=0, hidden_size=32, t_max=20, **settings)
+    # The Atari presets' rollout: one game per worker here, rewards as the game gives them.
+    config = TrainConfig(
+        workers=0, hidden_size=32, t_max=20, envs_per_worker=1, lstm=True, scale_rewards=False,
+        **settings,
+    )  # fmt: skip
     model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
     model.share_memory()
     shared = SharedObjects(
@@ -97,6 +101,7 @@ def make_worker(**settings) -> Worker:
         episode_counter=mp.Value("q", 0),
         stop=mp.Event(),
         messages=queue.SimpleQueue(),
+        stats_lock=mp.Lock(),
     )
     return Worker(0, config, shared)
 

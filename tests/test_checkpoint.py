@@ -107,6 +107,8 @@ def cartpole_run(tmp_path_factory) -> Path:
         lr=2e-3,
         t_max=10,
         lr_decay=True,
+        normalize_obs=True,
+        scale_rewards=True,
         checkpoint_interval=1000,
         run_dir=str(tmp_path_factory.mktemp("runs")),
     )
@@ -147,7 +149,13 @@ def test_resume_continues_the_counter_schedule_and_logs(cartpole_run: Path) -> N
     assert new_steps and min(new_steps) > saved_step
     seconds = [float(row["seconds"]) for row in evals]
     assert seconds == sorted(seconds), "wall time continues too"
-    assert load_checkpoint(latest)["step"] == result.steps
+    resumed = load_checkpoint(latest)
+    assert resumed["step"] == result.steps
+    # The running statistics went on from the saved ones: one worker with one environment
+    # merges exactly one observation and one return per agent step.
+    assert saved["model"]["obs_norm.count"].item() == saved_step
+    assert resumed["model"]["obs_norm.count"].item() == result.steps
+    assert resumed["model"]["return_norm.count"].item() == result.steps
 
 
 def test_eval_is_reproducible_and_matches_the_logged_score(cli, cartpole_run: Path) -> None:
@@ -156,7 +164,11 @@ def test_eval_is_reproducible_and_matches_the_logged_score(cli, cartpole_run: Pa
     again = cli.run("a3c-eval", str(best), "--json", "--episodes", "3")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout) == json.loads(again.stdout)
-    assert json.loads(first.stdout)["mean"] == pytest.approx(load_checkpoint(best)["best_score"])
+    checkpoint = load_checkpoint(best)
+    assert json.loads(first.stdout)["mean"] == pytest.approx(checkpoint["best_score"])
+    # The score above was played through these statistics, far from the identity that a
+    # model without them would apply.
+    assert (checkpoint["model"]["obs_norm.var"] - 1).abs().max() > 0.5
     text = cli.run("a3c-eval", str(cartpole_run), "--sample", "--seed", "5", "--episodes", "2")
     assert text.returncode == 0 and "score" in text.stdout and "sample" in text.stdout
 
@@ -232,3 +244,13 @@ def test_resume_refuses_to_change_the_model(cli, cartpole_run: Path) -> None:
         "--conv-channels cannot change on --resume",
     )
     assert os.path.exists(latest)
+
+
+def test_a_checkpoint_from_before_running_statistics_loads_without_them(tmp_path: Path) -> None:
+    model, optimizer = trained_pair()
+    checkpoint = checkpoint_of(model, optimizer)
+    for name in ("normalize_obs", "scale_rewards"):
+        del checkpoint["config"][name]
+    save_checkpoint(checkpoint, tmp_path / "old.pt")
+    config = TrainConfig.from_dict(load_checkpoint(tmp_path / "old.pt")["config"])
+    assert not config.normalize_obs and not config.scale_rewards

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from a3c.config import TrainConfig
+
 
 def assert_one_line_usage_error(result, expected: str) -> None:
     assert result.returncode == 2, result.stderr
@@ -68,3 +70,38 @@ def test_every_command_prints_its_version(cli, command: str) -> None:
 def test_abbreviated_flags_are_refused(cli, tmp_path: Path) -> None:
     result = cli.run("a3c-train", "--total-step", "10", "--run-dir", str(tmp_path))
     assert_one_line_usage_error(result, "unrecognized arguments: --total-step")
+
+
+def mujoco_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("mujoco") is not None
+
+
+@pytest.mark.parametrize(
+    ("env_id", "expected"),
+    [
+        # gymnasium's jax environments: no a3c extra has jax, so gymnasium's reason is named.
+        ("phys2d/CartPole-v1", "needs a package that is not installed: No module named 'jax'"),
+        pytest.param(
+            "HalfCheetah-v5",
+            "HalfCheetah-v5 needs gymnasium's mujoco packages: pip install 'a3c[mujoco]'",
+            marks=pytest.mark.skipif(mujoco_installed(), reason="mujoco is installed here"),
+        ),
+    ],
+)
+def test_an_environment_whose_package_is_missing_is_refused(
+    cli, tmp_path: Path, env_id: str, expected: str
+) -> None:
+    result = cli.run("a3c-train", "--env", env_id, "--run-dir", str(tmp_path), timeout=120)
+    assert_one_line_usage_error(result, expected)
+    assert not any(tmp_path.iterdir())
+
+
+def test_no_preset_uses_the_built_in_defaults(cli, tmp_path: Path) -> None:
+    from a3c.config import build_parser, config_from_args
+
+    config, preset = config_from_args(build_parser().parse_args(["--no-preset"]))
+    assert preset is None and config == TrainConfig()
+    result = cli.run("a3c-train", "--no-preset", "--config", "configs/cartpole.toml")
+    assert_one_line_usage_error(result, "--config and --no-preset contradict each other")

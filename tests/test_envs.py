@@ -43,3 +43,22 @@ def test_unknown_id_without_close_match() -> None:
 def test_continuous_actions_are_refused() -> None:
     with pytest.raises(UsageError, match="Box action space; a3c supports discrete actions"):
         describe_env("Pendulum-v1")
+
+
+@pytest.mark.parametrize(("env_id", "states"), [("Taxi-v4", 500), ("FrozenLake-v1", 16)])
+def test_discrete_observations_become_one_hot_vectors(env_id: str, states: int) -> None:
+    env = make_env(env_id)
+    raw = env.unwrapped
+    obs, _ = env.reset(seed=3)
+    assert obs.shape == (states,) and obs.dtype == np.float32
+    assert obs.sum() == 1.0 and obs[raw.s] == 1.0  # raw.s: the toy-text env's own state
+    obs, *_ = env.step(1)
+    assert obs.sum() == 1.0 and obs[raw.s] == 1.0
+    info = describe_env(env_id)
+    assert info.observation_shape == (states,) and info.one_hot
+    env.close()
+
+
+def test_other_observation_spaces_are_refused_in_one_line() -> None:
+    with pytest.raises(UsageError, match=r"^Blackjack-v1 has Tuple observations .*Discrete"):
+        describe_env("Blackjack-v1")

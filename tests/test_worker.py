@@ -69,6 +69,7 @@ def make_shared(config: TrainConfig) -> SharedObjects:
         episode_counter=mp.Value("q", 0),
         stop=mp.Event(),
         messages=queue.SimpleQueue(),
+        stats_lock=mp.Lock(),
     )
 
 
@@ -95,7 +96,7 @@ def test_counter_grows_once_per_rollout_by_t_max_times_envs() -> None:
 
 
 def test_rollout_marks_episode_boundaries() -> None:
-    config = TrainConfig(env="CartPole-v1", workers=0, t_max=50, envs_per_worker=2)
+    config = TrainConfig(env="CartPole-v1", workers=0, t_max=50, envs_per_worker=2, lstm=True)
     worker = Worker(0, config, make_shared(config))
     rollout = worker.collect_rollout()
     worker.close()
@@ -140,7 +141,7 @@ def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
     hand-written backward pass over the rollout.
     """
     torch.manual_seed(0)
-    config = TrainConfig(env="CartPole-v1", workers=0, t_max=30, envs_per_worker=2)
+    config = TrainConfig(env="CartPole-v1", workers=0, t_max=30, envs_per_worker=2, lstm=True)
     worker = Worker(0, config, make_shared(config))
     worker.envs = [ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
     worker.collect_rollout()  # the second rollout starts from a carried-over LSTM state

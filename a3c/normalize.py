@@ -1,0 +1,86 @@
+"""Running statistics for observation normalisation and reward scaling.
+
+They live as buffers of the shared model, so every worker reads the same statistics, the
+evaluator copies them with the weights, and checkpoints carry them: `a3c-eval` and
+`--resume` see exactly what training saw. Workers merge their rollouts into them under a
+lock (`SharedObjects.stats_lock`): a torn update would leave a mean and a variance from
+different moments, and the merge costs microseconds once per rollout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+# Normalised observations are clipped to this many standard deviations, as gymnasium's
+# NormalizeObservation users and SB3's VecNormalize do: one freak observation early in
+# training cannot feed the network a value of thousands.
+OBSERVATION_CLIP = 10.0
+EPSILON = 1e-8
+
+
+class RunningMeanStd(nn.Module):
+    """Mean and variance of everything merged so far (Chan et al.'s parallel update).
+
+    Until the first merge the mean is 0 and the variance 1, so `normalize` is the identity.
+    Float64: millions of merged samples would lose precision in float32.
+    """
+
+    count: torch.Tensor
+    mean: torch.Tensor
+    var: torch.Tensor
+
+    def __init__(self, shape: tuple[int, ...] = ()) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, batch: np.ndarray | torch.Tensor) -> None:
+        """Merge a batch [N, *shape] into the statistics, in place."""
+        values = torch.as_tensor(np.asarray(batch), dtype=torch.float64)
+        values = values.reshape(-1, *self.mean.shape)
+        n = values.shape[0]
+        if n == 0:
+            return
+        batch_mean = values.mean(0)
+        batch_var = values.var(0, unbiased=False)
+        count = float(self.count)
+        total = count + n
+        delta = batch_mean - self.mean
+        squares = self.var * count + batch_var * n + delta.square() * (count * n / total)
+        self.mean.add_(delta * (n / total))
+        self.var.copy_(squares / total)
+        self.count.fill_(total)
+
+    @property
+    def std(self) -> torch.Tensor:
+        return (self.var + EPSILON).sqrt()
+
+    def normalize(self, values: torch.Tensor) -> torch.Tensor:
+        """Standardised and clipped to ±OBSERVATION_CLIP, in float32."""
+        scaled = (values.double() - self.mean) / self.std
+        return scaled.clamp(-OBSERVATION_CLIP, OBSERVATION_CLIP).float()
+
+
+class DiscountedReturns:
+    """Each environment's running discounted return, whose spread scales the rewards.
+
+    gymnasium's NormalizeReward divides rewards by the standard deviation of this
+    return, not of the rewards themselves: what the critic regresses on is returns, and
+    dividing by their spread keeps its targets near unit scale whatever the
+    environment's reward size, so a large value loss cannot drown the policy gradient.
+    """
+
+    def __init__(self, count: int, gamma: float) -> None:
+        self.gamma = gamma
+        self.returns = np.zeros(count, dtype=np.float64)
+
+    def step(self, rewards: np.ndarray, episode_end: np.ndarray) -> np.ndarray:
+        """Add one step's rewards [K]; returns the returns [K], then restarts ended ones."""
+        self.returns = self.returns * self.gamma + rewards
+        seen = self.returns.copy()
+        self.returns[episode_end] = 0.0
+        return seen

@@ -1,0 +1,254 @@
+"""a3c against Stable-Baselines3's A2C, each with its own defaults, for the same wall time.
+
+    pip install -e ".[bench,box2d]"
+    python scripts/bench_suite.py                        # the five environments, seeds 1 2 3
+    python scripts/bench_suite.py --envs CartPole-v1 --seeds 1 2 3 4 5 --minutes 2
+    python scripts/bench_suite.py --sides a3c --envs LunarLander-v3 -- --lr 3e-4
+    python scripts/bench_suite.py --report runs/suite/results.jsonl
+
+For each environment and seed, runs the real `a3c-train --env ENV --no-preset --seed S`
+(2 workers on a 2-core machine by its default; no other flag unless given after --) and
+SB3's A2C (MlpPolicy, 8 environments, every other setting SB3's default), alternating
+which goes first from seed to seed. Each side gets the same wall time counted the same
+way: from after the imports, evaluations included. a3c evaluates in its own process every
+10,000 agent steps; SB3 is paused every 10,000 steps for the same 10 greedy episodes. At
+the end each side's final weights play the final evaluation (10 greedy episodes; 100 for
+FrozenLake, whose score is a success rate). Every result is appended to --out as one JSON
+line, so a long suite can run in parts and be summarised with --report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from a3c.plot import read_csv
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Task:
+    solved: float  # the score that counts as solved
+    minutes: float  # wall time per run and side
+    final_episodes: int  # episodes of the final evaluation
+
+
+TASKS = {
+    "CartPole-v1": Task(475.0, 2.0, 10),
+    "LunarLander-v3": Task(200.0, 10.0, 10),
+    "Taxi-v4": Task(7.0, 5.0, 10),
+    "FrozenLake-v1": Task(0.7, 5.0, 100),
+    "MountainCar-v0": Task(-110.0, 10.0, 10),
+}
+EVAL_EVERY = 10_000  # agent steps between two evaluations while training, both sides
+EVAL_EPISODES = 10
+SB3_ENVS = 8
+
+
+@dataclass
+class Result:
+    env: str
+    side: str
+    seed: int
+    seconds: float  # wall time the side trained for
+    steps: int  # agent steps it made
+    solved_seconds: float | None  # first evaluation mean >= the task's score
+    solved_steps: int | None
+    final_mean: float
+    flags: list[str]
+
+
+# ------------------------------------------------------------------------------- a3c
+
+
+def run_a3c(env: str, seed: int, seconds: float, flags: list[str], task: Task) -> Result:
+    """The real a3c-train, stopped with SIGTERM once `seconds` have passed since its trainer
+    started (its run folder appears then, after the imports)."""
+    with tempfile.TemporaryDirectory(prefix="a3c-suite-") as folder:
+        runs = Path(folder)
+        command = [str(BIN / "a3c-train"), "--env", env, "--no-preset", "--seed", str(seed)]
+        command += ["--run-dir", str(runs), "--quiet", *flags]
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        started = None
+        while process.poll() is None:
+            if started is None and any(runs.iterdir()):
+                started = time.monotonic()
+            if started is not None and time.monotonic() - started >= seconds:
+                process.send_signal(signal.SIGTERM)
+                break
+            time.sleep(0.2)
+        _, stderr = process.communicate(timeout=120)
+        if process.returncode not in (0, 143):
+            raise RuntimeError(f"a3c-train exited {process.returncode}: {stderr.strip()}")
+        (run,) = list(runs.iterdir())
+        evaluations = read_csv(run / "eval.csv")
+        solved = next((r for r in evaluations if float(r["mean"]) >= task.solved), None)
+        played = subprocess.run(
+            [
+                str(BIN / "a3c-eval"),
+                str(run / "checkpoints" / "latest.pt"),
+                "--json",
+                *("--episodes", str(task.final_episodes)),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        report = json.loads(played.stdout)
+        last = evaluations[-1] if evaluations else {"seconds": 0.0}
+        return Result(
+            env=env,
+            side="a3c",
+            seed=seed,
+            seconds=round(float(last["seconds"]), 1),
+            steps=int(report["step"]),
+            solved_seconds=None if solved is None else float(solved["seconds"]),
+            solved_steps=None if solved is None else int(solved["step"]),
+            final_mean=float(report["mean"]),
+            flags=flags,
+        )
+
+
+# ------------------------------------------------------------------------- SB3's A2C
+
+
+def run_sb3(env: str, seed: int, seconds: float, task: Task) -> Result:
+    """SB3's A2C in a child process, so its imports and threads stay out of this one."""
+    child = subprocess.run(
+        [sys.executable, __file__, "--sb3-child", json.dumps([env, seed, seconds, asdict(task)])],
+        capture_output=True,
+        text=True,
+    )
+    if child.returncode != 0:
+        raise RuntimeError(f"SB3 run failed: {child.stderr.strip()[-2000:]}")
+    return Result(**json.loads(child.stdout.strip().splitlines()[-1]))
+
+
+def sb3_child(env_id: str, seed: int, seconds: float, task: Task) -> Result:
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    start = time.monotonic()
+    model = A2C("MlpPolicy", make_vec_env(env_id, n_envs=SB3_ENVS, seed=seed), seed=seed)
+    evaluation_env = make_vec_env(env_id, n_envs=1, seed=seed + 1_000_000)
+    solved: tuple[float, int] | None = None
+    while time.monotonic() - start < seconds:
+        model.learn(EVAL_EVERY, reset_num_timesteps=False)
+        mean, _ = evaluate_policy(
+            model, evaluation_env, n_eval_episodes=EVAL_EPISODES, deterministic=True
+        )
+        if solved is None and mean >= task.solved:
+            solved = (time.monotonic() - start, model.num_timesteps)
+    trained = time.monotonic() - start
+    final, _ = evaluate_policy(
+        model, evaluation_env, n_eval_episodes=task.final_episodes, deterministic=True
+    )
+    return Result(
+        env=env_id,
+        side="sb3-a2c",
+        seed=seed,
+        seconds=round(trained, 1),
+        steps=int(model.num_timesteps),
+        solved_seconds=None if solved is None else round(solved[0], 1),
+        solved_steps=None if solved is None else solved[1],
+        final_mean=float(final),
+        flags=[],
+    )
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summary(results: list[Result]) -> str:
+    """One row per environment: for each side, solved runs, median time and steps to the
+    solved score (over the runs that got there), median final evaluation."""
+    rows = [
+        "| environment | seeds | side | solved | median s to solve | median steps to solve "
+        "| median final evaluation | median steps made |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for env in dict.fromkeys(r.env for r in results):
+        for side in ("a3c", "sb3-a2c"):
+            runs = [r for r in results if r.env == env and r.side == side]
+            if not runs:
+                continue
+            done = [r for r in runs if r.solved_seconds is not None]
+            seconds = median([r.solved_seconds for r in done if r.solved_seconds is not None])
+            steps = median([float(r.solved_steps) for r in done if r.solved_steps is not None])
+            rows.append(
+                f"| {env} | {' '.join(str(r.seed) for r in runs)} | {side} "
+                f"| {len(done)} of {len(runs)} | {_cell(seconds, '.1f')} | {_cell(steps, ',.0f')} "
+                f"| {_cell(median([r.final_mean for r in runs]), '.2f')} "
+                f"| {_cell(median([float(r.steps) for r in runs]), ',.0f')} |"
+            )
+    return "\n".join(rows)
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument(
+        "--minutes", type=float, default=None, help="wall time per run (default: per env)"
+    )
+    parser.add_argument("--sides", nargs="+", default=["a3c", "sb3-a2c"])
+    parser.add_argument("--out", type=Path, default=Path("runs/suite/results.jsonl"))
+    parser.add_argument("--report", type=Path, nargs="+", help="only summarise these files")
+    parser.add_argument("--sb3-child", help=argparse.SUPPRESS)
+    parser.add_argument("flags", nargs="*", help="a3c-train flags, after --")
+    args = parser.parse_args()
+
+    if args.sb3_child:
+        env, seed, seconds, task = json.loads(args.sb3_child)
+        print(json.dumps(asdict(sb3_child(env, seed, seconds, Task(**task)))))
+        return 0
+    if args.report:
+        results = [Result(**json.loads(line)) for f in args.report for line in f.open()]
+        print(summary(results))
+        return 0
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    results = []
+    for env in args.envs:
+        task = TASKS[env]
+        seconds = 60 * (args.minutes if args.minutes is not None else task.minutes)
+        for number, seed in enumerate(args.seeds):
+            sides = args.sides if number % 2 == 0 else list(reversed(args.sides))
+            for side in sides:
+                if side == "a3c":
+                    result = run_a3c(env, seed, seconds, args.flags, task)
+                else:
+                    result = run_sb3(env, seed, seconds, task)
+                results.append(result)
+                with args.out.open("a") as file:
+                    file.write(json.dumps(asdict(result)) + "\n")
+                print(
+                    f"{env} seed {seed} {side}: final {result.final_mean:.2f}, solved at "
+                    f"{result.solved_seconds} s / {result.solved_steps} steps, "
+                    f"{result.steps:,} steps in {result.seconds} s",
+                    flush=True,
+                )
+    print(summary(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
