@@ -113,7 +113,7 @@ class TrainConfig:
         minimum=0,
     )
     total_steps: int = _option(
-        1_000_000,
+        10_000_000,
         group=ROLLOUT,
         help="training budget in agent steps (an Atari agent step is 4 emulator frames)",
         minimum=1,
@@ -142,7 +142,7 @@ class TrainConfig:
         maximum=1.0,
     )
     ent_coef: float = _option(
-        0.01, group=ROLLOUT, help="entropy bonus coefficient (beta)", minimum=0.0
+        0.05, group=ROLLOUT, help="entropy bonus coefficient (beta)", minimum=0.0
     )
     vf_coef: float = _option(0.5, group=ROLLOUT, help="value loss coefficient", above=0.0)
     # -------------------------------------------------------------------- optimiser

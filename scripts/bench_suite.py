@@ -174,12 +174,12 @@ def median(values: list[float]) -> float | None:
 
 
 def summary(results: list[Result]) -> str:
-    """One row per environment: for each side, solved runs, median time and steps to the
-    solved score (over the runs that got there), median final evaluation."""
+    """One row per environment and side: solved runs, median time and steps to the solved
+    score (over the runs that got there), the final evaluations, steps made."""
     rows = [
         "| environment | seeds | side | solved | median s to solve | median steps to solve "
-        "| median final evaluation | median steps made |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| median final evaluation | final evaluation by seed | median steps made |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for env in dict.fromkeys(r.env for r in results):
         for side in ("a3c", "sb3-a2c"):
@@ -193,6 +193,7 @@ def summary(results: list[Result]) -> str:
                 f"| {env} | {' '.join(str(r.seed) for r in runs)} | {side} "
                 f"| {len(done)} of {len(runs)} | {_cell(seconds, '.1f')} | {_cell(steps, ',.0f')} "
                 f"| {_cell(median([r.final_mean for r in runs]), '.2f')} "
+                f"| {', '.join(format(r.final_mean, '.2f') for r in runs)} "
                 f"| {_cell(median([float(r.steps) for r in runs]), ',.0f')} |"
             )
     return "\n".join(rows)
