@@ -83,6 +83,14 @@ def eval_parser() -> argparse.ArgumentParser:
         "--sample", dest="greedy", action="store_false", help="sample actions from the policy"
     )
     parser.add_argument(
+        "--eval-noise",
+        dest="noise",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="NoisyNet agents: a new noise sample per episode, or the mean weights "
+        "(default: the run's --eval-noise)",
+    )
+    parser.add_argument(
         "--video",
         metavar="FILE.mp4",
         type=Path,
@@ -107,6 +115,7 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             greedy=args.greedy,
             video=args.video,
+            noise=args.noise,
         )
         print(json.dumps(report) if args.json else format_report(report))
         return 0
@@ -116,7 +125,8 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
 
 def format_report(report: dict[str, object]) -> str:
     return (
-        f"{report['env']} ({report['episodes']} episodes, {report['policy']}, "
+        f"{report['env']} ({report['episodes']} episodes, {report['policy']}"
+        f"{', sampled noise' if report['noise'] else ''}, "
         f"seed {report['seed']}): score {report['mean']:.2f} ± {report['std']:.2f}, "
         f"min {report['min']:g}, max {report['max']:g}, mean length {report['mean_length']:.1f}"
     )

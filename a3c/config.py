@@ -69,6 +69,18 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+# Settings that only mean something with --noisy, and their values without it.
+NOISE_SETTINGS = {
+    "noise": "independent",
+    "sigma_init": None,
+    "noisy_dense": False,
+    "eval_noise": False,
+}
+
+# The entropy bonus of a model without NoisyNet layers (docs/defaults.md: Taxi needs it).
+DEFAULT_ENT_COEF = 0.05
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Every setting of a training run. Budgets count agent steps, not emulator frames."""
@@ -141,8 +153,12 @@ class TrainConfig:
         minimum=0.0,
         maximum=1.0,
     )
-    ent_coef: float = _option(
-        0.05, group=ROLLOUT, help="entropy bonus coefficient (beta)", minimum=0.0
+    ent_coef: float | None = _option(
+        None,
+        group=ROLLOUT,
+        help="entropy bonus coefficient (beta)",
+        default_text="0.05; 0 with --noisy",
+        minimum=0.0,
     )
     vf_coef: float = _option(0.5, group=ROLLOUT, help="value loss coefficient", above=0.0)
     # -------------------------------------------------------------------- optimiser
@@ -183,6 +199,29 @@ class TrainConfig:
         "paper's encoder",
         minimum=1,
     )
+    noisy: bool = _option(
+        False,
+        group=MODEL,
+        help="NoisyNet-A3C: learned noise on the policy and value weights, one sample per rollout",
+    )
+    noise: str = _option(
+        "independent",
+        group=MODEL,
+        help="--noisy noise: independent per weight (the paper's A3C choice) or factorised",
+        choices=("independent", "factorised"),
+    )
+    sigma_init: float | None = _option(
+        None,
+        group=MODEL,
+        help="--noisy initial sigma (independent) or sigma_0 (factorised)",
+        default_text="0.017; 0.5 factorised",
+        minimum=0.0,
+    )
+    noisy_dense: bool = _option(
+        False,
+        group=MODEL,
+        help="--noisy on the dense layers before the heads too (not convolutions or the LSTM)",
+    )
     # ------------------------------------------------------------------- evaluation
     eval_interval: int = _option(
         10_000,
@@ -202,6 +241,11 @@ class TrainConfig:
         group=EVALUATION,
         help="evaluation actions: the most probable one, or sampled from the policy",
         choices=("greedy", "sample"),
+    )
+    eval_noise: bool = _option(
+        False,
+        group=EVALUATION,
+        help="--noisy: a new noise sample per evaluation episode, not the mean weights",
     )
     target_score: float | None = _option(
         None, group=EVALUATION, help="stop training once an evaluation's mean score reaches this"
@@ -249,7 +293,21 @@ class TrainConfig:
                 raise UsageError(f"{flag} must be <= {meta['maximum']:g} (got {value})")
         if not self.env:
             raise UsageError("--env must name a gymnasium environment")
+        if not self.noisy:
+            for name, default in NOISE_SETTINGS.items():
+                if getattr(self, name) != default:
+                    raise UsageError(f"{_flag(name)} applies to NoisyNet models: add --noisy")
         return self
+
+    @property
+    def entropy_bonus(self) -> float:
+        """The entropy coefficient in use: ent_coef where set, else 0.05, or 0 with NoisyNet.
+
+        The NoisyNet paper drops the bonus for NoisyNet-A3C: the learned noise explores.
+        """
+        if self.ent_coef is not None:
+            return self.ent_coef
+        return 0.0 if self.noisy else DEFAULT_ENT_COEF
 
     @property
     def serial(self) -> bool:
@@ -362,12 +420,20 @@ def preset_dirs() -> list[Path]:
 ATARI_PRESET = "atari.toml"
 
 
-def find_preset(env_id: str) -> Path | None:
-    """The shipped preset whose `env` is `env_id`; for other Atari games, atari.toml."""
+def find_preset(env_id: str, noisy: bool = False) -> Path | None:
+    """The shipped preset whose `env` is `env_id` and whose `noisy` matches, else one for
+    the env whatever its `noisy` (the flag then applies); for other Atari games, atari.toml.
+    """
+    for_env = []
     for folder in preset_dirs():
         for path in sorted(folder.glob("*.toml")):
-            if load_toml(path).get("env") == env_id:
-                return path
+            values = load_toml(path)
+            if values.get("env") == env_id:
+                if bool(values.get("noisy", False)) == noisy:
+                    return path
+                for_env.append(path)
+    if for_env:
+        return for_env[0]
     from a3c.envs import is_atari  # imports gymnasium: only when no preset names the id
 
     if is_atari(env_id):
@@ -506,6 +572,9 @@ MODEL_SETTINGS = (
     "conv_channels",
     "normalize_obs",
     "scale_rewards",
+    "noisy",
+    "noise",
+    "noisy_dense",
 )
 
 
@@ -539,7 +608,7 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None
             raise UsageError("--config and --no-preset contradict each other; give one")
         preset = Path(args.config)
     elif not no_preset:
-        preset = find_preset(flags.get("env", TrainConfig.env))
+        preset = find_preset(flags.get("env", TrainConfig.env), flags.get("noisy", False))
     config = TrainConfig()
     if preset is not None:
         config = config.replace(load_toml(preset), source=str(preset))

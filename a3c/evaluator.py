@@ -71,17 +71,22 @@ def play_episodes(
     greedy: bool,
     max_steps: int,
     should_stop: Callable[[], bool] | None = None,
+    noise: bool = False,
 ) -> EpisodeScores:
     """Play `episodes` episodes; episode i starts from reset(seed=seed + i).
 
     With the same weights, seed and policy the result is the same every time, so a score
     logged during training can be reproduced by `a3c-eval`. An episode is cut after
     `max_steps` steps and scored as it stands. Raises `EvaluationInterrupted` soon after
-    `should_stop()` turns true.
+    `should_stop()` turns true. NoisyNet layers play their mean weights, or with `noise`
+    a new sample per episode, drawn from the seeded generator too.
     """
     generator = torch.Generator().manual_seed(seed)
+    model.remove_noise()
     scores, lengths = [], []
     for episode in range(episodes):
+        if noise:
+            model.sample_noise(generator)
         obs, _ = env.reset(seed=seed + episode)
         state = model.initial_state()
         score, length, done = 0.0, 0, False
@@ -154,6 +159,7 @@ class Evaluator:
             greedy=self.config.eval_policy == "greedy",
             max_steps=self.config.eval_max_steps,
             should_stop=lambda: self.shared.stop.is_set() or not parent_alive(),
+            noise=self.config.eval_noise,
         )
         record = scores.record(step, time.time() - self.start_time)
         if record.mean > self.best_score:
@@ -224,6 +230,7 @@ def evaluate_checkpoint(
     seed: int | None = None,
     greedy: bool | None = None,
     video: Path | None = None,
+    noise: bool | None = None,
 ) -> dict[str, Any]:
     """Rebuild env and model from a checkpoint and play it; the report `a3c-eval` prints.
 
@@ -235,6 +242,9 @@ def evaluate_checkpoint(
     config = TrainConfig.from_dict(checkpoint["config"], source=f"{path} config")
     seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
     greedy = config.eval_policy == "greedy" if greedy is None else greedy
+    noise = config.eval_noise if noise is None else noise
+    if noise and not config.noisy:
+        raise UsageError(f"--eval-noise: {path} has no NoisyNet layers (trained without --noisy)")
     writer = None
     try:
         env = make_env(
@@ -255,7 +265,13 @@ def evaluate_checkpoint(
             ) from error
         model.eval()
         scores = play_episodes(
-            model, env, episodes, seed=seed, greedy=greedy, max_steps=config.eval_max_steps
+            model,
+            env,
+            episodes,
+            seed=seed,
+            greedy=greedy,
+            max_steps=config.eval_max_steps,
+            noise=noise,
         )
     finally:
         env.close()
@@ -268,6 +284,7 @@ def evaluate_checkpoint(
         "episodes": episodes,
         "seed": seed,
         "policy": "greedy" if greedy else "sample",
+        "noise": noise,
         "mean": scores.mean,
         "std": scores.std,
         "min": min(scores.scores),

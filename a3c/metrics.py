@@ -48,6 +48,21 @@ class LossStats:
     entropy: float
     grad_norm: float
     learning_rate: float
+    # Mean |sigma| of each NoisyNet layer at the last update; None without that layer.
+    sigma_encoder: float | None = None
+    sigma_core: float | None = None
+    sigma_policy: float | None = None
+    sigma_value: float | None = None
+
+    def noise_sigmas(self) -> dict[str, float]:
+        """The noisy layers' mean |sigma| by layer, only those the model has."""
+        values = {
+            "encoder": self.sigma_encoder,
+            "core": self.sigma_core,
+            "policy": self.sigma_policy,
+            "value": self.sigma_value,
+        }
+        return {name: value for name, value in values.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -69,13 +84,22 @@ class ProcessFault:
 
 
 class _CsvLog:
-    """Append-only CSV with a header, flushed per row so a crash loses nothing written."""
+    """Append-only CSV with a header, flushed per row so a crash loses nothing written.
+
+    A file that exists keeps its header: a run resumed from before a column was added
+    goes on without that column rather than misaligning every row after it.
+    """
 
     def __init__(self, path: Path, record_type: type) -> None:
         self.columns = [f.name for f in fields(record_type)]
         new = not path.exists() or path.stat().st_size == 0
+        if not new:
+            with path.open(newline="") as existing:
+                self.columns = next(csv.reader(existing), self.columns)
         self._file: IO[str] = path.open("a", newline="")
-        self._writer = csv.DictWriter(self._file, fieldnames=self.columns)
+        self._writer = csv.DictWriter(
+            self._file, fieldnames=self.columns, extrasaction="ignore", restval=""
+        )
         if new:
             self._writer.writeheader()
             self._file.flush()
@@ -211,6 +235,8 @@ class TensorBoardLog:
             ("charts/learning_rate", record.learning_rate),
         ):
             self.writer.add_scalar(tag, value, record.step)
+        for layer, sigma in record.noise_sigmas().items():
+            self.writer.add_scalar(f"noise/sigma_{layer}", sigma, record.step)
 
     def speed(self, steps_per_second: float, step: int) -> None:
         self.writer.add_scalar("charts/SPS", steps_per_second, step)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import nn
 
+from a3c.errors import UsageError
+from a3c.noisy import NoisyLinear, noisy_layers
 from a3c.normalize import RunningMeanStd
 
 if TYPE_CHECKING:
@@ -44,13 +46,28 @@ def _init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
     return layer
 
 
+class Noise(NamedTuple):
+    """Which layers of a model are NoisyNet layers, and their noise."""
+
+    kind: str  # "independent" or "factorised" (a3c/noisy.py)
+    sigma_init: float | None  # None: the kind's default
+    dense: bool  # the dense layers before the heads too, not only the heads
+
+
+def _dense(inputs: int, outputs: int, gain: float, noise: Noise | None) -> nn.Linear | NoisyLinear:
+    """A dense layer: orthogonal with `gain`, or a NoisyLinear with the paper's initialisation."""
+    if noise is not None:
+        return NoisyLinear(inputs, outputs, noise.kind, noise.sigma_init)
+    return _init_linear(nn.Linear(inputs, outputs), gain)
+
+
 class VectorEncoder(nn.Module):
     """Flat observations -> one dense layer."""
 
-    def __init__(self, input_size: int, output_size: int) -> None:
+    def __init__(self, input_size: int, output_size: int, noise: Noise | None = None) -> None:
         super().__init__()
         self.output_size = output_size
-        self.layer = _init_linear(nn.Linear(input_size, output_size), math.sqrt(2))
+        self.layer = _dense(input_size, output_size, math.sqrt(2), noise)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.layer(obs.flatten(1).float()))
@@ -118,11 +135,17 @@ def paper_conv_encoder() -> ConvEncoder:
 
 
 def make_encoder(
-    observation_shape: tuple[int, ...], hidden_size: int, conv_channels: int
+    observation_shape: tuple[int, ...],
+    hidden_size: int,
+    conv_channels: int,
+    noise: Noise | None = None,
 ) -> VectorEncoder | ConvEncoder:
-    """The encoder that fits an observation shape: dense for vectors, conv for frames."""
+    """The encoder that fits an observation shape: dense for vectors, conv for frames.
+
+    `noise` makes the vector encoder's dense layer noisy; convolutions never are.
+    """
     if len(observation_shape) == 1:
-        return VectorEncoder(observation_shape[0], hidden_size)
+        return VectorEncoder(observation_shape[0], hidden_size, noise)
     if observation_shape == (42, 42):
         return a3c_conv_encoder(conv_channels)
     if observation_shape == (84, 84):
@@ -131,7 +154,12 @@ def make_encoder(
 
 
 class ActorCritic(nn.Module):
-    """Shared-trunk actor-critic for vector observations or Atari frames, discrete actions."""
+    """Shared-trunk actor-critic for vector observations or Atari frames, discrete actions.
+
+    With `noise`, the policy and value heads (and with `noise.dense` the vector encoder and
+    the feed-forward core) are NoisyLinear layers. A new model holds their noise at zero:
+    it plays its mean weights until `sample_noise` is called.
+    """
 
     def __init__(
         self,
@@ -142,6 +170,7 @@ class ActorCritic(nn.Module):
         conv_channels: int = 32,
         normalize_obs: bool = False,
         scale_rewards: bool = False,
+        noise: Noise | None = None,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
@@ -149,7 +178,8 @@ class ActorCritic(nn.Module):
         # optimised (a3c/normalize.py).
         self.obs_norm = RunningMeanStd(observation_shape) if normalize_obs else None
         self.return_norm = RunningMeanStd() if scale_rewards else None
-        self.encoder = make_encoder(observation_shape, hidden_size, conv_channels)
+        dense_noise = noise if noise is not None and noise.dense else None
+        self.encoder = make_encoder(observation_shape, hidden_size, conv_channels, dense_noise)
         features = self.encoder.output_size
         self.lstm: nn.LSTMCell | None = None
         self.dense: nn.Sequential | None = None
@@ -159,11 +189,35 @@ class ActorCritic(nn.Module):
             nn.init.zeros_(self.lstm.bias_hh)
         else:
             self.dense = nn.Sequential(
-                _init_linear(nn.Linear(features, hidden_size), math.sqrt(2)), nn.Tanh()
+                _dense(features, hidden_size, math.sqrt(2), dense_noise), nn.Tanh()
             )
         # Small policy weights start the agent near the uniform policy.
-        self.policy = _init_linear(nn.Linear(hidden_size, n_actions), 0.01)
-        self.value = _init_linear(nn.Linear(hidden_size, 1), 1.0)
+        self.policy = _dense(hidden_size, n_actions, 0.01, noise)
+        self.value = _dense(hidden_size, 1, 1.0, noise)
+
+    def sample_noise(self, generator: torch.Generator | None = None) -> None:
+        """A new noise sample for every noisy layer, kept until the next call."""
+        for layer in noisy_layers(self).values():
+            layer.sample_noise(generator)
+
+    def remove_noise(self) -> None:
+        """Noisy layers back to their mean weights."""
+        for layer in noisy_layers(self).values():
+            layer.remove_noise()
+
+    def noise_sigmas(self) -> dict[str, float]:
+        """Mean |sigma| of each noisy layer: "encoder", "core", "policy", "value"."""
+        layers = {
+            "encoder": getattr(self.encoder, "layer", None),
+            "core": None if self.dense is None else self.dense[0],
+            "policy": self.policy,
+            "value": self.value,
+        }
+        return {
+            name: layer.mean_abs_sigma()
+            for name, layer in layers.items()
+            if isinstance(layer, NoisyLinear)
+        }
 
     def initial_state(self, batch_size: int = 1) -> State:
         """Zero LSTM state for the start of an episode (None for the feed-forward core)."""
@@ -337,7 +391,7 @@ def sample(logits: torch.Tensor, generator: torch.Generator | None = None) -> to
 
 def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
     """The model a config asks for, sized for an environment."""
-    return ActorCritic(
+    model = ActorCritic(
         info.observation_shape,
         info.n_actions,
         hidden_size=config.hidden_size,
@@ -348,4 +402,11 @@ def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
         and len(info.observation_shape) == 1
         and not info.one_hot,
         scale_rewards=config.scale_rewards,
+        noise=Noise(config.noise, config.sigma_init, config.noisy_dense) if config.noisy else None,
     )
+    if config.noisy_dense and not {"encoder", "core"} & model.noise_sigmas().keys():
+        raise UsageError(
+            "--noisy-dense: this model has no dense layer before its heads (frames into an "
+            "LSTM core); drop the flag or use --no-lstm"
+        )
+    return model

@@ -115,7 +115,7 @@ class _LossAverages:
         self.sums["grad_norm"] += grad_norm
         self.learning_rate = learning_rate
 
-    def report(self, rank: int, step: int) -> LossStats:
+    def report(self, rank: int, step: int, sigmas: dict[str, float]) -> LossStats:
         n = self.updates
         return LossStats(
             worker=rank,
@@ -126,6 +126,10 @@ class _LossAverages:
             entropy=self.sums["entropy"] / n,
             grad_norm=self.sums["grad_norm"] / n,
             learning_rate=self.learning_rate,
+            sigma_encoder=sigmas.get("encoder"),
+            sigma_core=sigmas.get("core"),
+            sigma_policy=sigmas.get("policy"),
+            sigma_value=sigmas.get("value"),
         )
 
 
@@ -175,6 +179,8 @@ class Worker:
         self.nonfinite_in_a_row = 0
         self.stats = _LossAverages()
         self.model = build_model(config, EnvInfo.of(self.envs[0]))
+        # NoisyNet: this worker's own noise (its seed differs from every other worker's).
+        self.model.sample_noise()
         observations, self.lives = [], []
         for index, env in enumerate(self.envs):
             # Environment seeds never collide across workers: rank r owns r*K .. r*K+K-1.
@@ -305,12 +311,15 @@ class Worker:
         grad_norm = apply_gradients(
             self.model, self.shared.model, self.shared.optimizer, loss, self.config.max_grad_norm
         )
+        # The noise that played and scored this rollout is done with; the next gets its own.
+        self.model.sample_noise()
         total = self.shared.add_steps(len(rollout))
         if math.isfinite(grad_norm):
             self.nonfinite_in_a_row = 0
             self.stats.add(terms, grad_norm, lr)
             if self.stats.updates >= LOSS_REPORT_UPDATES:
-                self.shared.messages.put(self.stats.report(self.rank, total))
+                sigmas = self.model.noise_sigmas()
+                self.shared.messages.put(self.stats.report(self.rank, total, sigmas))
                 self.stats = _LossAverages()
         else:
             self.nonfinite_in_a_row += 1
@@ -355,7 +364,7 @@ def a3c_loss(scores: Scores, rollout: Rollout, config: TrainConfig) -> LossTerms
     policy_loss = -(advantages * scores.log_prob).mean()
     value_loss = F.mse_loss(values, returns)
     entropy = scores.entropy.mean()
-    total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    total = policy_loss + config.vf_coef * value_loss - config.entropy_bonus * entropy
     return LossTerms(total, policy_loss.detach(), value_loss.detach(), entropy.detach())
 
 

@@ -44,6 +44,21 @@ def test_env_alone_picks_the_shipped_preset() -> None:
     assert config == TrainConfig().replace(load_toml(preset))
 
 
+def test_noisy_picks_the_noisy_preset_where_there_is_one() -> None:
+    config, used = config_from_args(build_parser().parse_args(["--env", "CartPole-v1", "--noisy"]))
+    assert used is not None and used.name == "cartpole-noisy.toml"
+    assert config.noisy and config.ent_coef is None and config.entropy_bonus == 0.0
+    assert find_preset("PongNoFrameskip-v4", noisy=True).name == "pong-noisy.toml"
+    assert find_preset("PongNoFrameskip-v4").name == "pong.toml"
+    # No noisy preset for the env: its plain preset, with the flag on top.
+    assert find_preset("BreakoutNoFrameskip-v4", noisy=True).name == "breakout.toml"
+    assert find_preset("Acrobot-v1", noisy=True) is None
+    tuned, _ = config_from_args(
+        build_parser().parse_args(["--env", "CartPole-v1", "--noisy", "--ent-coef", "0.01"])
+    )
+    assert tuned.entropy_bonus == 0.01
+
+
 def test_flags_override_the_preset_and_booleans_negate() -> None:
     preset = load_toml(REPO / "configs" / "cartpole.toml")
     config = parse("--env", "CartPole-v1", "--lr", "0.5", "--no-lstm", "--lr-decay")
@@ -125,4 +140,4 @@ def test_every_shipped_preset_is_valid() -> None:
         if path.name == "atari.toml":
             assert "env" not in values, "the generic Atari preset must fit any game"
         else:
-            assert find_preset(config.env) == path
+            assert find_preset(config.env, config.noisy) == path

@@ -51,6 +51,20 @@ def test_loss_statistics_are_logged_as_csv(two_runs: list[Path]) -> None:
     assert all(int(row["updates"]) > 0 for row in rows)
 
 
+def test_a_resumed_run_keeps_its_csv_header(tmp_path: Path) -> None:
+    """losses.csv written before a column existed gets rows that fit its own header."""
+    from a3c.metrics import LossStats, RunDirectory
+
+    old_columns = "worker,step,updates,policy_loss,value_loss,entropy,grad_norm,learning_rate"
+    (tmp_path / "losses.csv").write_text(old_columns + "\n0,10,20,0.1,0.2,0.6,1.0,0.001\n")
+    folder = RunDirectory(tmp_path)
+    folder.losses.write(LossStats(1, 20, 20, 0.3, 0.4, 0.5, 2.0, 0.001, sigma_policy=0.02))
+    folder.close()
+    rows = read_csv(tmp_path / "losses.csv")
+    assert list(rows[1]) == old_columns.split(",")
+    assert rows[1]["worker"] == "1" and rows[1]["learning_rate"] == "0.001"
+
+
 def test_plot_overlays_runs_into_a_png(cli, two_runs: list[Path], tmp_path: Path) -> None:
     import matplotlib.image
 

@@ -145,3 +145,45 @@ def test_sixteen_workers_on_two_cores_run_to_the_budget(cli, tmp_path: Path) -> 
     assert load_checkpoint(run / "checkpoints" / "latest.pt")["step"] >= 20000
     workers = {row["worker"] for row in read_csv(run / "episodes.csv")}
     assert workers == {str(rank) for rank in range(16)}
+
+
+# Well above random (about 22) and any single fixed action (about 9); CartPole's maximum is 500.
+NOISY_CARTPOLE_LEARNED = 400.0
+
+
+def test_noisy_cartpole_learns_without_an_entropy_bonus(cli, tmp_path: Path) -> None:
+    """`--noisy` picks the NoisyNet preset, logs each noisy layer's sigma, and its best agent
+    replays through a3c-eval with the mean weights (and plays with sampled noise on demand)."""
+    result = cli.run(
+        "a3c-train",
+        "--env",
+        "CartPole-v1",
+        "--noisy",
+        "--workers",
+        "2",
+        "--seed",
+        "1",
+        "--total-steps",
+        "100000",
+        "--target-score",
+        "475",
+        "--run-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    run = only_run(tmp_path)
+    config = TrainConfig.from_dict(load_toml(run / "config.toml"))
+    assert config.noisy and config.entropy_bonus == 0.0 and config.envs_per_worker == 1
+    best = load_checkpoint(run / "checkpoints" / "best.pt")
+    assert best["best_score"] >= NOISY_CARTPOLE_LEARNED
+    losses = read_csv(run / "losses.csv")
+    sigmas = [float(row["sigma_policy"]) for row in losses]
+    assert sigmas and all(0 < sigma < 1 for sigma in sigmas)
+    assert {row["sigma_encoder"] for row in losses} == {""}
+    replay = cli.run("a3c-eval", str(run), "--json", timeout=120)
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout)["mean"] == pytest.approx(best["best_score"])
+    sampled = cli.run("a3c-eval", str(run), "--eval-noise", "--json", timeout=120)
+    assert sampled.returncode == 0, sampled.stderr
+    assert json.loads(sampled.stdout)["noise"] is True
