@@ -199,6 +199,12 @@ class TrainConfig:
         "paper's encoder",
         minimum=1,
     )
+    policy_std: str = _option(
+        "state",
+        group=MODEL,
+        help="continuous actions: Gaussian std from the state (A3C paper) or learned",
+        choices=("state", "learned"),
+    )
     noisy: bool = _option(
         False,
         group=MODEL,
@@ -417,12 +423,14 @@ def preset_dirs() -> list[Path]:
     return [path for path in (packaged, checkout) if path.is_dir()]
 
 
-ATARI_PRESET = "atari.toml"
+# Presets for a whole family of environments, by the module gymnasium builds them from.
+FAMILY_PRESETS = {"ale_py": "atari.toml", "gymnasium.envs.mujoco": "mujoco.toml"}
 
 
 def find_preset(env_id: str, noisy: bool = False) -> Path | None:
     """The shipped preset whose `env` is `env_id` and whose `noisy` matches, else one for
-    the env whatever its `noisy` (the flag then applies); for other Atari games, atari.toml.
+    the env whatever its `noisy` (the flag then applies); else its family's (atari.toml for
+    any Atari game, mujoco.toml for any MuJoCo task).
     """
     for_env = []
     for folder in preset_dirs():
@@ -434,12 +442,14 @@ def find_preset(env_id: str, noisy: bool = False) -> Path | None:
                 for_env.append(path)
     if for_env:
         return for_env[0]
-    from a3c.envs import is_atari  # imports gymnasium: only when no preset names the id
+    from a3c.envs import entry_point  # imports gymnasium: only when no preset names the id
 
-    if is_atari(env_id):
-        for folder in preset_dirs():
-            if (folder / ATARI_PRESET).is_file():
-                return folder / ATARI_PRESET
+    module = entry_point(env_id)
+    for prefix, name in FAMILY_PRESETS.items():
+        if module.startswith(prefix):
+            for folder in preset_dirs():
+                if (folder / name).is_file():
+                    return folder / name
     return None
 
 
@@ -575,6 +585,7 @@ MODEL_SETTINGS = (
     "noisy",
     "noise",
     "noisy_dense",
+    "policy_std",
 )
 
 

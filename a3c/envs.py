@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import ale_py
@@ -35,22 +36,60 @@ ATARI_NOOP_MAX = 30
 
 @dataclass(frozen=True)
 class EnvInfo:
-    """What the model needs to know about an environment."""
+    """What the model, the workers and the evaluator need to know about an environment."""
 
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
-    n_actions: int
+    n_actions: int  # discrete: how many actions; continuous: how many action dimensions
     one_hot: bool = False  # Discrete states, one-hot encoded by the env's wrapper
+    # Continuous (Box) actions only: the space's shape and its bounds, flattened.
+    action_shape: tuple[int, ...] | None = None
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, env: gym.Env) -> EnvInfo:
-        assert isinstance(env.action_space, gym.spaces.Discrete)
+        observation_shape = tuple(env.observation_space.shape or ())
+        observation_dtype = np.dtype(env.observation_space.dtype)
+        one_hot = isinstance(env.unwrapped.observation_space, gym.spaces.Discrete)
+        space = env.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return cls(observation_shape, observation_dtype, int(space.n), one_hot)
+        assert isinstance(space, gym.spaces.Box)
         return cls(
-            observation_shape=tuple(env.observation_space.shape or ()),
-            observation_dtype=np.dtype(env.observation_space.dtype),
-            n_actions=int(env.action_space.n),
-            one_hot=isinstance(env.unwrapped.observation_space, gym.spaces.Discrete),
+            observation_shape,
+            observation_dtype,
+            int(np.prod(space.shape)),
+            one_hot,
+            action_shape=tuple(space.shape),
+            action_low=tuple(float(x) for x in space.low.ravel()),
+            action_high=tuple(float(x) for x in space.high.ravel()),
         )
+
+    @property
+    def continuous(self) -> bool:
+        return self.action_shape is not None
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        low = np.asarray(self.action_low, dtype=np.float64)
+        high = np.asarray(self.action_high, dtype=np.float64)
+        return low, high, np.isfinite(low) & np.isfinite(high)
+
+    def env_action(self, action: np.ndarray) -> Any:
+        """What the env receives for one of the policy's actions.
+
+        Discrete: the index. Continuous: the policy acts in [-1, 1] per dimension, mapped
+        linearly onto the space's bounds and clipped to them, so one initial spread of the
+        Gaussian fits any bounds; a dimension without finite bounds passes unchanged. The
+        loss keeps the unclipped sample (a3c/policy.py).
+        """
+        if self.action_shape is None:
+            return int(action)
+        low, high, bounded = self._bounds
+        clipped = np.clip(action, -1.0, 1.0)
+        scaled = np.where(bounded, low + (clipped + 1.0) * 0.5 * (high - low), action)
+        return scaled.astype(np.float32).reshape(self.action_shape)
 
 
 def _check_registered(env_id: str) -> None:
@@ -69,11 +108,16 @@ def _check_registered(env_id: str) -> None:
     raise UsageError(f"unknown environment {env_id!r}{hint}")
 
 
+def entry_point(env_id: str) -> str:
+    """Where gymnasium builds `env_id` from ("ale_py.env:AtariEnv", ...); "" for a callable."""
+    _check_registered(env_id)
+    point = gym.spec(env_id).entry_point
+    return point if isinstance(point, str) else ""
+
+
 def is_atari(env_id: str) -> bool:
     """True for ids whose environment is ale-py's emulator."""
-    _check_registered(env_id)
-    entry_point = gym.spec(env_id).entry_point
-    return isinstance(entry_point, str) and entry_point.startswith("ale_py")
+    return entry_point(env_id).startswith("ale_py")
 
 
 # gymnasium's families whose packages come with one of a3c's extras, by entry-point module.
@@ -147,10 +191,10 @@ def describe_env(env_id: str, frame_size: int = 42) -> EnvInfo:
     env = make_env(env_id, frame_size=frame_size)
     env.close()
     action_space, observation_space = env.action_space, env.observation_space
-    if not isinstance(action_space, gym.spaces.Discrete):
+    if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
         raise UsageError(
             f"{env_id} has a {type(action_space).__name__} action space; "
-            "a3c supports discrete actions only"
+            "a3c supports Discrete and Box actions"
         )
     if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) not in (
         1,

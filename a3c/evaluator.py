@@ -82,6 +82,7 @@ def play_episodes(
     a new sample per episode, drawn from the seeded generator too.
     """
     generator = torch.Generator().manual_seed(seed)
+    info = EnvInfo.of(env)
     model.remove_noise()
     scores, lengths = [], []
     for episode in range(episodes):
@@ -96,7 +97,7 @@ def play_episodes(
             action, state = model.act(
                 torch.as_tensor(obs).unsqueeze(0), state, greedy=greedy, generator=generator
             )
-            obs, reward, terminated, truncated, _ = env.step(int(action.item()))
+            obs, reward, terminated, truncated, _ = env.step(info.env_action(action[0].numpy()))
             score += float(reward)
             length += 1
             done = terminated or truncated

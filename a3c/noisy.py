@@ -89,12 +89,6 @@ class NoisyLinear(nn.Module):
         bias = self.bias_mu + self.bias_sigma * self.bias_epsilon
         return nn.functional.linear(inputs, weight, bias)
 
-    def mean_abs_sigma(self) -> float:
-        """Mean |sigma| over weights and biases: how much noise the layer has kept."""
-        with torch.no_grad():
-            total = self.weight_sigma.abs().sum() + self.bias_sigma.abs().sum()
-            return float(total) / (self.weight_sigma.numel() + self.bias_sigma.numel())
-
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -111,3 +105,10 @@ def noisy_layers(model: nn.Module) -> dict[str, NoisyLinear]:
     return {
         name: module for name, module in model.named_modules() if isinstance(module, NoisyLinear)
     }
+
+
+def mean_abs_sigma(layers: list[NoisyLinear]) -> float:
+    """Mean |sigma| over the weights and biases of `layers`: how much noise they kept."""
+    with torch.no_grad():
+        sigmas = [p for layer in layers for p in (layer.weight_sigma, layer.bias_sigma)]
+        return float(sum(p.abs().sum() for p in sigmas)) / sum(p.numel() for p in sigmas)

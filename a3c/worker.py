@@ -148,7 +148,7 @@ class Rollout:
     features: torch.Tensor  # [T, K, F] the encoder's outputs, with the rollout's autograd graph
     states: State  # [T, K, H] the core state fed to each step (None without an LSTM)
     carried: torch.Tensor  # [T, K] a step's state was the step before's (no new game began)
-    actions: np.ndarray  # [T, K]
+    actions: np.ndarray  # [T, K, *action_shape] as sampled: unclipped for continuous actions
     rewards: np.ndarray  # [T, K] the rewards learned from: clipped when the config says so
     terminal: np.ndarray  # [T, K] nothing to bootstrap after this step (or a life was lost)
     episode_end: np.ndarray  # [T, K] no return flows back across this step
@@ -178,7 +178,8 @@ class Worker:
         ]
         self.nonfinite_in_a_row = 0
         self.stats = _LossAverages()
-        self.model = build_model(config, EnvInfo.of(self.envs[0]))
+        self.info = EnvInfo.of(self.envs[0])
+        self.model = build_model(config, self.info)
         # NoisyNet: this worker's own noise (its seed differs from every other worker's).
         self.model.sample_noise()
         observations, self.lives = [], []
@@ -208,7 +209,10 @@ class Worker:
         state = self.state  # carried over from the last rollout, detached from its graph
         features, fed_states = [], []
         carried = torch.ones(steps, count, dtype=torch.bool)
-        actions = np.empty((steps, count), dtype=np.int64)
+        policy = self.model.actions
+        actions: np.ndarray = np.empty(
+            (steps, count, *policy.action_shape), dtype=policy.action_dtype
+        )
         rewards = np.zeros((steps, count), dtype=np.float32)
         terminal = np.zeros((steps, count), dtype=bool)
         episode_end = np.zeros((steps, count), dtype=bool)
@@ -227,7 +231,9 @@ class Worker:
             state = step.state
             actions[t] = step.action.numpy()
             for index, env in enumerate(self.envs):
-                obs, reward, terminated, truncated, info = env.step(int(actions[t, index]))
+                obs, reward, terminated, truncated, info = env.step(
+                    self.info.env_action(actions[t, index])
+                )
                 reward = float(reward)
                 rewards[t, index] = min(max(reward, -1.0), 1.0) if config.clip_rewards else reward
                 lives = int(info.get("lives", 0))

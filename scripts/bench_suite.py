@@ -5,9 +5,11 @@
     python scripts/bench_suite.py --envs CartPole-v1 --seeds 1 2 3 4 5 --minutes 2
     python scripts/bench_suite.py --sides a3c --envs LunarLander-v3 -- --lr 3e-4
     python scripts/bench_suite.py --report runs/suite/results.jsonl
+    python scripts/bench_suite.py --envs Pendulum-v1 InvertedPendulum-v5 --preset   # continuous
 
 For each environment and seed, runs the real `a3c-train --env ENV --no-preset --seed S`
-(2 workers on a 2-core machine by its default; no other flag unless given after --) and
+(2 workers on a 2-core machine by its default; no other flag unless given after --; with
+--preset, the env's shipped preset instead of --no-preset) and
 SB3's A2C (MlpPolicy, 8 environments, every other setting SB3's default), alternating
 which goes first from seed to seed. Each side gets the same wall time counted the same
 way: from after the imports, evaluations included. a3c evaluates in its own process every
@@ -48,7 +50,14 @@ TASKS = {
     "Taxi-v4": Task(7.0, 5.0, 10),
     "FrozenLake-v1": Task(0.7, 5.0, 100),
     "MountainCar-v0": Task(-110.0, 10.0, 10),
+    # Continuous actions (MuJoCo ids need the mujoco extra).
+    "Pendulum-v1": Task(-200.0, 10.0, 10),
+    "InvertedPendulum-v5": Task(1000.0, 10.0, 10),
+    "MountainCarContinuous-v0": Task(90.0, 10.0, 10),
+    "HalfCheetah-v5": Task(float("inf"), 30.0, 10),  # no solved score: compared by the final
 }
+# What a suite runs unless --envs says otherwise: the discrete environments.
+DEFAULT_ENVS = ["CartPole-v1", "LunarLander-v3", "Taxi-v4", "FrozenLake-v1", "MountainCar-v0"]
 EVAL_EVERY = 10_000  # agent steps between two evaluations while training, both sides
 EVAL_EPISODES = 10
 SB3_ENVS = 8
@@ -65,17 +74,22 @@ class Result:
     solved_steps: int | None
     final_mean: float
     flags: list[str]
+    preset: bool = False  # a3c ran with the env's shipped preset, not --no-preset
 
 
 # ------------------------------------------------------------------------------- a3c
 
 
-def run_a3c(env: str, seed: int, seconds: float, flags: list[str], task: Task) -> Result:
+def run_a3c(
+    env: str, seed: int, seconds: float, flags: list[str], task: Task, preset: bool
+) -> Result:
     """The real a3c-train, stopped with SIGTERM once `seconds` have passed since its trainer
     started (its run folder appears then, after the imports)."""
     with tempfile.TemporaryDirectory(prefix="a3c-suite-") as folder:
         runs = Path(folder)
-        command = [str(BIN / "a3c-train"), "--env", env, "--no-preset", "--seed", str(seed)]
+        command = [str(BIN / "a3c-train"), "--env", env, "--seed", str(seed)]
+        if not preset:
+            command.append("--no-preset")
         command += ["--run-dir", str(runs), "--quiet", *flags]
         process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
         started = None
@@ -115,6 +129,7 @@ def run_a3c(env: str, seed: int, seconds: float, flags: list[str], task: Task) -
             solved_steps=None if solved is None else int(solved["step"]),
             final_mean=float(report["mean"]),
             flags=flags,
+            preset=preset,
         )
 
 
@@ -205,12 +220,15 @@ def _cell(value: float | None, spec: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--envs", nargs="+", default=DEFAULT_ENVS, choices=list(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument(
         "--minutes", type=float, default=None, help="wall time per run (default: per env)"
     )
     parser.add_argument("--sides", nargs="+", default=["a3c", "sb3-a2c"])
+    parser.add_argument(
+        "--preset", action="store_true", help="a3c uses the env's shipped preset, if any"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/suite/results.jsonl"))
     parser.add_argument("--report", type=Path, nargs="+", help="only summarise these files")
     parser.add_argument("--sb3-child", help=argparse.SUPPRESS)
@@ -235,7 +253,7 @@ def main() -> int:
             sides = args.sides if number % 2 == 0 else list(reversed(args.sides))
             for side in sides:
                 if side == "a3c":
-                    result = run_a3c(env, seed, seconds, args.flags, task)
+                    result = run_a3c(env, seed, seconds, args.flags, task, args.preset)
                 else:
                     result = run_sb3(env, seed, seconds, task)
                 results.append(result)

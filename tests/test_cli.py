@@ -21,7 +21,7 @@ def assert_one_line_usage_error(result, expected: str) -> None:
     ("args", "expected"),
     [
         (["--env", "CartPol-v1"], "unknown environment 'CartPol-v1'; did you mean CartPole-v1"),
-        (["--env", "Pendulum-v1"], "Box action space; a3c supports discrete actions only"),
+        (["--env", "Blackjack-v1"], "Blackjack-v1 has Tuple observations"),
         (["--workers", "-1"], "--workers must be >= 0 (got -1)"),
         (["--total-steps", "0"], "--total-steps must be >= 1 (got 0)"),
         (["--t-max", "-5"], "--t-max must be >= 1"),
@@ -72,30 +72,38 @@ def test_abbreviated_flags_are_refused(cli, tmp_path: Path) -> None:
     assert_one_line_usage_error(result, "unrecognized arguments: --total-step")
 
 
-def mujoco_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mujoco") is not None
-
-
 @pytest.mark.parametrize(
-    ("env_id", "expected"),
+    ("env_id", "hidden", "expected"),
     [
         # gymnasium's jax environments: no a3c extra has jax, so gymnasium's reason is named.
-        ("phys2d/CartPole-v1", "needs a package that is not installed: No module named 'jax'"),
-        pytest.param(
+        ("phys2d/CartPole-v1", None, "needs a package that is not installed: No module named"),
+        # mujoco is in the dev extra: a site hook makes it look uninstalled to the command.
+        (
             "HalfCheetah-v5",
+            "mujoco",
             "HalfCheetah-v5 needs gymnasium's mujoco packages: pip install 'a3c[mujoco]'",
-            marks=pytest.mark.skipif(mujoco_installed(), reason="mujoco is installed here"),
         ),
     ],
 )
 def test_an_environment_whose_package_is_missing_is_refused(
-    cli, tmp_path: Path, env_id: str, expected: str
+    cli, tmp_path: Path, env_id: str, hidden: str | None, expected: str
 ) -> None:
-    result = cli.run("a3c-train", "--env", env_id, "--run-dir", str(tmp_path), timeout=120)
+    if hidden is not None:
+        hide = tmp_path / "hide"
+        hide.mkdir()
+        (hide / "sitecustomize.py").write_text(
+            "import sys\n"
+            "class Hide:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name.split('.')[0] == {hidden!r}:\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Hide())\n"
+        )
+        cli.env["PYTHONPATH"] = str(hide)
+    runs = tmp_path / "runs"
+    result = cli.run("a3c-train", "--env", env_id, "--run-dir", str(runs), timeout=120)
     assert_one_line_usage_error(result, expected)
-    assert not any(tmp_path.iterdir())
+    assert not runs.exists() or not any(runs.iterdir())
 
 
 def test_no_preset_uses_the_built_in_defaults(cli, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -40,9 +41,45 @@ def test_unknown_id_without_close_match() -> None:
         describe_env("zzzzzzzz")
 
 
-def test_continuous_actions_are_refused() -> None:
-    with pytest.raises(UsageError, match="Box action space; a3c supports discrete actions"):
-        describe_env("Pendulum-v1")
+class ActionSpaceEnv(gym.Env):
+    """A one-step env whose action space is the one a test asks for."""
+
+    def __init__(self, action_space: gym.Space, render_mode: str | None = None) -> None:
+        self.action_space = action_space
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, True, False, {}
+
+
+REFUSED_ACTION_SPACES = {
+    "MultiDiscrete": gym.spaces.MultiDiscrete([3, 2]),
+    "MultiBinary": gym.spaces.MultiBinary(4),
+    "Dict": gym.spaces.Dict({"a": gym.spaces.Discrete(2)}),
+    "Tuple": gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3))),
+}
+for _name, _space in REFUSED_ACTION_SPACES.items():
+    gym.register(f"a3c-test/{_name}Actions-v0", ActionSpaceEnv, kwargs={"action_space": _space})
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED_ACTION_SPACES))
+def test_other_action_spaces_are_refused_in_one_line(kind: str) -> None:
+    env_id = f"a3c-test/{kind}Actions-v0"
+    with pytest.raises(
+        UsageError, match=rf"^{env_id} has a {kind} action space; a3c supports Discrete and Box"
+    ):
+        describe_env(env_id)
+
+
+def test_box_actions_are_described_with_their_bounds() -> None:
+    info = describe_env("Pendulum-v1")
+    assert info.continuous and info.n_actions == 1 and info.action_shape == (1,)
+    assert info.action_low == (-2.0,) and info.action_high == (2.0,)
+    assert not describe_env("CartPole-v1").continuous
 
 
 @pytest.mark.parametrize(("env_id", "states"), [("Taxi-v4", 500), ("FrozenLake-v1", 16)])

@@ -187,3 +187,36 @@ def test_noisy_cartpole_learns_without_an_entropy_bonus(cli, tmp_path: Path) -> 
     sampled = cli.run("a3c-eval", str(run), "--eval-noise", "--json", timeout=120)
     assert sampled.returncode == 0, sampled.stderr
     assert json.loads(sampled.stdout)["noise"] is True
+
+
+def test_continuous_agent_trains_saves_and_replays(cli, tmp_path: Path) -> None:
+    """Pendulum: a Box action space end to end; a3c-eval plays the Gaussian's mean, so the
+    logged best score replays exactly, twice."""
+    result = cli.run(
+        "a3c-train",
+        "--env",
+        "Pendulum-v1",
+        "--workers",
+        "2",
+        "--total-steps",
+        "20000",
+        "--eval-interval",
+        "10000",
+        "--eval-episodes",
+        "2",
+        "--run-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    run = only_run(tmp_path)
+    best = load_checkpoint(run / "checkpoints" / "best.pt")
+    assert best["model"]["policy.mean.weight"].shape == (1, 128)
+    replays = [
+        cli.run("a3c-eval", str(run), "--episodes", "2", "--json", timeout=120) for _ in range(2)
+    ]
+    for replay in replays:
+        assert replay.returncode == 0, replay.stderr
+    scores = [json.loads(replay.stdout) for replay in replays]
+    assert scores[0]["mean"] == pytest.approx(best["best_score"])
+    assert scores[0]["scores"] == scores[1]["scores"]

@@ -1,0 +1,160 @@
+"""Action distributions: one interface for discrete (Categorical) and continuous (Gaussian).
+
+The model's policy layer maps the core's output to a tensor of distribution parameters
+(`params`): logits [..., A] for discrete actions; for continuous ones the Gaussian's mean
+and standard deviation side by side [..., 2D]. An `ActionDistribution` turns `params`
+into sampled or greedy actions and into the log-probabilities and entropies the loss
+needs, so the worker, the batched re-scoring of a rollout and the evaluator never ask
+which kind of action space they serve.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical, Distribution, Independent, Normal
+
+LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+# A state-dependent variance never falls to exactly 0: the log-probability would be infinite.
+MIN_VARIANCE = 1e-4
+
+
+class ActionScores(NamedTuple):
+    log_prob: torch.Tensor  # [...] log pi(action)
+    entropy: torch.Tensor  # [...]
+
+
+class ActionDistribution(Protocol):
+    """What the model, the worker and the evaluator need of an action distribution."""
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """One action's shape: () for discrete, (D,) for continuous."""
+        ...
+
+    @property
+    def action_dtype(self) -> np.dtype:
+        """How rollouts store actions."""
+        ...
+
+    def sample(
+        self, params: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """One action per row of `params`."""
+        ...
+
+    def greedy(self, params: torch.Tensor) -> torch.Tensor:
+        """The most probable action (the mean, for a Gaussian)."""
+        ...
+
+    def score(self, params: torch.Tensor, actions: torch.Tensor) -> ActionScores:
+        """Log-probabilities of `actions` and the entropies, with gradients."""
+        ...
+
+    def distribution(self, params: torch.Tensor) -> Distribution:
+        """The `torch.distributions` object, for tests and anyone reading the policy."""
+        ...
+
+
+class CategoricalActions:
+    """Discrete actions: a softmax over logits."""
+
+    action_shape: tuple[int, ...] = ()
+    action_dtype = np.dtype(np.int64)
+
+    def sample(
+        self, params: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Inverts the CDF by hand instead of calling `Categorical.sample`: on a small CPU
+        model that call costs more than the rest of the forward pass (130 us against 30 us
+        per step)."""
+        cdf = torch.softmax(params, -1).cumsum(-1)
+        uniform = torch.rand((*cdf.shape[:-1], 1), generator=generator)
+        return (cdf < uniform).sum(-1).clamp_max(params.shape[-1] - 1)
+
+    def greedy(self, params: torch.Tensor) -> torch.Tensor:
+        return params.argmax(-1)
+
+    def score(self, params: torch.Tensor, actions: torch.Tensor) -> ActionScores:
+        log_probs = torch.log_softmax(params, -1)
+        return ActionScores(
+            log_prob=log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1),
+            entropy=-(log_probs.exp() * log_probs).sum(-1),
+        )
+
+    def distribution(self, params: torch.Tensor) -> Distribution:
+        return Categorical(logits=params)
+
+
+class GaussianActions:
+    """Continuous actions: a diagonal Gaussian over D dimensions, params = [mean, std]."""
+
+    action_dtype = np.dtype(np.float32)
+
+    def __init__(self, dims: int) -> None:
+        self.dims = dims
+        self.action_shape: tuple[int, ...] = (dims,)
+
+    def _split(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, std = params.split(self.dims, -1)
+        return mean, std
+
+    def sample(
+        self, params: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        mean, std = self._split(params)
+        noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype)
+        return mean + std * noise
+
+    def greedy(self, params: torch.Tensor) -> torch.Tensor:
+        return self._split(params)[0]
+
+    def score(self, params: torch.Tensor, actions: torch.Tensor) -> ActionScores:
+        # Written out rather than through Normal: the same numbers, without building a
+        # distribution object per call.
+        mean, std = self._split(params)
+        log_std = std.log()
+        log_prob = (
+            -((actions - mean) / std).square() / 2 - log_std - math.log(math.sqrt(2 * math.pi))
+        )
+        entropy = 0.5 + math.log(math.sqrt(2 * math.pi)) + log_std
+        return ActionScores(log_prob.sum(-1), entropy.sum(-1))
+
+    def distribution(self, params: torch.Tensor) -> Distribution:
+        mean, std = self._split(params)
+        return Independent(Normal(mean, std), 1)
+
+
+class GaussianHead(nn.Module):
+    """The core's output -> [mean, std] of a D-dimensional Gaussian policy.
+
+    `std` is "state" (the A3C paper: the variance is the softplus of a linear layer of the
+    state) or "learned" (one learned log-std per dimension, whatever the state; SB3's
+    default). Both start near 1: actions span the action space's bounds, which the env
+    side maps to [-1, 1] (`EnvInfo.env_action`).
+    """
+
+    def __init__(self, mean: nn.Module, dims: int, std: str, std_layer: nn.Module | None) -> None:
+        super().__init__()
+        self.mean = mean
+        self.std_kind = std
+        if std == "state":
+            assert std_layer is not None
+            self.std = std_layer
+        else:
+            self.log_std = nn.Parameter(torch.zeros(dims))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        mean = self.mean(hidden)
+        if self.std_kind == "state":
+            # softplus(0.54) = 1: an untrained policy's variance starts near 1.
+            variance = nn.functional.softplus(self.std(hidden) + 0.54) + MIN_VARIANCE
+            std = variance.sqrt()
+        else:
+            std = self.log_std.exp().expand_as(mean)
+        return torch.cat([mean, std], -1)

@@ -1,0 +1,193 @@
+"""Action distributions and continuous actions: scores, bounds, clipping, re-scoring."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Categorical
+
+from a3c.config import TrainConfig
+from a3c.envs import EnvInfo, describe_env, make_env
+from a3c.evaluator import play_episodes
+from a3c.model import Scores, build_model
+from a3c.policy import CategoricalActions, GaussianActions
+from a3c.worker import Worker, a3c_loss
+from tests.test_worker import make_shared
+
+
+def test_gaussian_log_prob_and_entropy_by_hand() -> None:
+    actions = GaussianActions(2)
+    # mean (0, 1), std (1, 2); action (1, 1).
+    params = torch.tensor([[0.0, 1.0, 1.0, 2.0]])
+    scores = actions.score(params, torch.tensor([[1.0, 1.0]]))
+    half_log_2pi = 0.5 * math.log(2 * math.pi)
+    by_hand = (-0.5 - half_log_2pi) + (0.0 - math.log(2.0) - half_log_2pi)
+    assert scores.log_prob.item() == pytest.approx(by_hand, abs=1e-6)
+    entropy = (0.5 + half_log_2pi) + (0.5 + half_log_2pi + math.log(2.0))
+    assert scores.entropy.item() == pytest.approx(entropy, abs=1e-6)
+    distribution = actions.distribution(params)
+    assert distribution.log_prob(torch.tensor([[1.0, 1.0]])).item() == pytest.approx(by_hand)
+    assert distribution.entropy().item() == pytest.approx(entropy)
+    assert torch.equal(actions.greedy(params), torch.tensor([[0.0, 1.0]]))
+
+
+def test_gaussian_samples_follow_mean_and_std() -> None:
+    actions = GaussianActions(2)
+    params = torch.tensor([[3.0, -1.0, 0.5, 2.0]]).expand(20_000, 4)
+    samples = actions.sample(params, torch.Generator().manual_seed(0))
+    assert samples.shape == (20_000, 2)
+    torch.testing.assert_close(samples.mean(0), torch.tensor([3.0, -1.0]), atol=0.05, rtol=0)
+    torch.testing.assert_close(samples.std(0), torch.tensor([0.5, 2.0]), atol=0.05, rtol=0)
+
+
+def test_categorical_scores_match_torch() -> None:
+    logits = torch.randn(6, 4)
+    taken = torch.tensor([0, 1, 2, 3, 0, 1])
+    scores = CategoricalActions().score(logits, taken)
+    reference = Categorical(logits=logits)
+    torch.testing.assert_close(scores.log_prob, reference.log_prob(taken))
+    torch.testing.assert_close(scores.entropy, reference.entropy())
+
+
+class BoundsEnv(gym.Env):
+    """Remembers the actions it received; a Box of shape (2, 1) with uneven bounds."""
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.action_space = gym.spaces.Box(
+            np.array([[0.0], [10.0]], np.float32), np.array([[1.0], [20.0]], np.float32)
+        )
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.received: list[np.ndarray] = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        self.received.append(np.array(action))
+        ended = len(self.received) % 7 == 0
+        return np.zeros(3, np.float32), -float(np.sum(action)), ended, False, {}
+
+
+gym.register("a3c-test/Bounds-v0", BoundsEnv)
+
+
+def test_actions_map_onto_the_bounds_and_are_clipped_only_for_the_env() -> None:
+    info = describe_env("a3c-test/Bounds-v0")
+    assert info.n_actions == 2 and info.action_shape == (2, 1)
+    sent = info.env_action(np.array([0.0, 0.5], np.float32))
+    assert sent.shape == (2, 1) and sent.dtype == np.float32
+    np.testing.assert_allclose(sent.ravel(), [0.5, 17.5])
+    np.testing.assert_allclose(info.env_action(np.array([-3.0, 9.0])).ravel(), [0.0, 20.0])
+    pendulum = describe_env("Pendulum-v1")
+    np.testing.assert_allclose(pendulum.env_action(np.array([0.5])), [1.0])
+    np.testing.assert_allclose(pendulum.env_action(np.array([-7.0])), [-2.0])
+
+    # A worker: the rollout keeps the sampled actions, the env gets them mapped and clipped.
+    config = TrainConfig(env="a3c-test/Bounds-v0", workers=0, t_max=40, envs_per_worker=1)
+    worker = Worker(0, config, make_shared(config))
+    rollout = worker.collect_rollout()
+    env = worker.envs[0].unwrapped
+    worker.close()
+    assert rollout.actions.shape == (40, 1, 2) and rollout.actions.dtype == np.float32
+    assert (np.abs(rollout.actions) > 1).any(), "std 1: some samples leave [-1, 1]"
+    received = np.stack(env.received).reshape(40, 2)
+    assert received[:, 0].min() >= 0 and received[:, 0].max() <= 1
+    assert received[:, 1].min() >= 10 and received[:, 1].max() <= 20
+    for action, got in zip(rollout.actions[:, 0], received, strict=True):
+        np.testing.assert_allclose(info.env_action(action).ravel(), got)
+
+
+class ActionLog(gym.Wrapper):
+    """Remembers each (observation acted on, episode ended) of a real env."""
+
+    def __init__(self, env: gym.Env, first_obs: np.ndarray) -> None:
+        super().__init__(env)
+        self.current = first_obs.copy()
+        self.steps: list[tuple[np.ndarray, bool]] = []
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps.append((self.current, bool(terminated or truncated)))
+        self.current = obs.copy()
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.current = obs.copy()
+        return obs, info
+
+
+@pytest.mark.parametrize(
+    ("policy_std", "lstm", "noisy"), [("state", True, False), ("learned", False, True)]
+)
+def test_gaussian_rollout_is_scored_as_a_step_by_step_replay(
+    policy_std: str, lstm: bool, noisy: bool
+) -> None:
+    torch.manual_seed(0)
+    config = TrainConfig(
+        env="InvertedPendulum-v5" if _has_mujoco() else "Pendulum-v1",
+        workers=0,
+        t_max=25,
+        envs_per_worker=2,
+        lstm=lstm,
+        policy_std=policy_std,
+        noisy=noisy,
+    )
+    worker = Worker(0, config, make_shared(config))
+    worker.envs = [ActionLog(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
+    rollout = worker.collect_rollout()
+    worker.close()
+    model = worker.model
+    model.zero_grad()
+    worker.loss(rollout).total.backward()
+    ours = {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    state = model.initial_state(2)
+    log_probs, entropies, values = [], [], []
+    ended = torch.zeros(2, dtype=torch.bool)
+    for t in range(config.t_max):
+        if state is not None:
+            keep = (~ended).float().unsqueeze(1)
+            state = (state[0] * keep, state[1] * keep)
+        obs = torch.from_numpy(np.stack([log.steps[t][0] for log in worker.envs]))
+        ended = torch.tensor([log.steps[t][1] for log in worker.envs])
+        params, value, state = model(obs, state)
+        distribution = model.actions.distribution(params)
+        taken = torch.from_numpy(rollout.actions[t])
+        log_probs.append(distribution.log_prob(taken))
+        entropies.append(distribution.entropy())
+        values.append(value)
+    replayed = Scores(torch.stack(log_probs), torch.stack(entropies), torch.stack(values))
+    model.zero_grad()
+    reference = a3c_loss(replayed, rollout, config).total
+    reference.backward()
+    torch.testing.assert_close(worker.loss(rollout).total, reference, atol=1e-5, rtol=0)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(ours[name], p.grad, atol=1e-5, rtol=0, msg=name)
+    spread = "policy.log_std" if policy_std == "learned" else "policy.std.weight"
+    assert ours[spread].abs().sum() > 0
+
+
+def _has_mujoco() -> bool:
+    try:
+        import mujoco  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_greedy_continuous_evaluation_plays_the_mean_and_repeats() -> None:
+    config = TrainConfig(env="Pendulum-v1")
+    env = make_env(config.env)
+    model = build_model(config, EnvInfo.of(env))
+    first = play_episodes(model, env, 2, seed=5, greedy=True, max_steps=200)
+    again = play_episodes(model, env, 2, seed=5, greedy=True, max_steps=200)
+    sampled = play_episodes(model, env, 2, seed=5, greedy=False, max_steps=200)
+    env.close()
+    assert first.scores == again.scores
+    assert sampled.scores != first.scores
