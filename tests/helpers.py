@@ -15,3 +15,17 @@ def only_run(parent: Path) -> Path:
     """The one run folder a command created under `parent`."""
     (run,) = list(parent.iterdir())
     return run
+
+
+def hide_packages(folder: Path, *names: str) -> str:
+    """A PYTHONPATH whose site hook makes `names` look uninstalled to a command."""
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {names!r}:\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+    )
+    return str(folder)

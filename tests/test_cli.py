@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import hide_packages
 
 from a3c.config import TrainConfig
 
@@ -89,17 +90,7 @@ def test_an_environment_whose_package_is_missing_is_refused(
     cli, tmp_path: Path, env_id: str, hidden: str | None, expected: str
 ) -> None:
     if hidden is not None:
-        hide = tmp_path / "hide"
-        hide.mkdir()
-        (hide / "sitecustomize.py").write_text(
-            "import sys\n"
-            "class Hide:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            f"        if name.split('.')[0] == {hidden!r}:\n"
-            "            raise ModuleNotFoundError(name)\n"
-            "sys.meta_path.insert(0, Hide())\n"
-        )
-        cli.env["PYTHONPATH"] = str(hide)
+        cli.env["PYTHONPATH"] = hide_packages(tmp_path / "hide", hidden)
     runs = tmp_path / "runs"
     result = cli.run("a3c-train", "--env", env_id, "--run-dir", str(runs), timeout=120)
     assert_one_line_usage_error(result, expected)

@@ -131,7 +131,7 @@ def test_rollout_is_scored_with_the_noise_that_played_it(changes: dict[str, obje
             state = (state[0] * keep, state[1] * keep)
         recorded = [recorder.steps[t] for recorder in worker.envs]
         obs = torch.from_numpy(np.stack([step[0] for step in recorded]))
-        actions = torch.tensor([step[1] for step in recorded])
+        actions = torch.from_numpy(np.stack([step[1] for step in recorded]))
         ended = torch.tensor([step[2] for step in recorded])
         logits, value, state = model(obs, state)
         assert torch.equal(actions, torch.from_numpy(rollout.actions[t]))

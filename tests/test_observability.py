@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import only_run, read_csv
+from helpers import hide_packages, only_run, read_csv
 
 SHORT_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "8000",
              "--eval-interval", "4000", "--eval-episodes", "2"]  # fmt: skip
@@ -90,18 +90,7 @@ def test_plot_refuses_a_folder_that_is_not_a_run(cli, tmp_path: Path) -> None:
 
 
 def test_training_without_the_optional_extras_says_so_once(cli, tmp_path: Path) -> None:
-    hide = tmp_path / "hide"
-    hide.mkdir()
-    # A site hook that makes tensorboard and matplotlib look uninstalled in the command.
-    (hide / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class Hide:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('tensorboard', 'matplotlib'):\n"
-        "            raise ModuleNotFoundError(name)\n"
-        "sys.meta_path.insert(0, Hide())\n"
-    )
-    cli.env["PYTHONPATH"] = str(hide)
+    cli.env["PYTHONPATH"] = hide_packages(tmp_path / "hide", "tensorboard", "matplotlib")
     result = cli.run("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path / "runs"))
     assert result.returncode == 0, result.stderr
     notes = [line for line in result.stdout.splitlines() if "optional views" in line]

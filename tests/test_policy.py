@@ -16,7 +16,7 @@ from a3c.evaluator import play_episodes
 from a3c.model import Scores, build_model
 from a3c.policy import CategoricalActions, GaussianActions
 from a3c.worker import Worker, a3c_loss
-from tests.test_worker import make_shared
+from tests.test_worker import ActionRecorder, make_shared
 
 
 def test_gaussian_log_prob_and_entropy_by_hand() -> None:
@@ -102,26 +102,6 @@ def test_actions_map_onto_the_bounds_and_are_clipped_only_for_the_env() -> None:
         np.testing.assert_allclose(info.env_action(action).ravel(), got)
 
 
-class ActionLog(gym.Wrapper):
-    """Remembers each (observation acted on, episode ended) of a real env."""
-
-    def __init__(self, env: gym.Env, first_obs: np.ndarray) -> None:
-        super().__init__(env)
-        self.current = first_obs.copy()
-        self.steps: list[tuple[np.ndarray, bool]] = []
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.steps.append((self.current, bool(terminated or truncated)))
-        self.current = obs.copy()
-        return obs, reward, terminated, truncated, info
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self.current = obs.copy()
-        return obs, info
-
-
 @pytest.mark.parametrize(
     ("policy_std", "lstm", "noisy"), [("state", True, False), ("learned", False, True)]
 )
@@ -139,7 +119,7 @@ def test_gaussian_rollout_is_scored_as_a_step_by_step_replay(
         noisy=noisy,
     )
     worker = Worker(0, config, make_shared(config))
-    worker.envs = [ActionLog(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
+    worker.envs = [ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
     rollout = worker.collect_rollout()
     worker.close()
     model = worker.model
@@ -155,7 +135,7 @@ def test_gaussian_rollout_is_scored_as_a_step_by_step_replay(
             keep = (~ended).float().unsqueeze(1)
             state = (state[0] * keep, state[1] * keep)
         obs = torch.from_numpy(np.stack([log.steps[t][0] for log in worker.envs]))
-        ended = torch.tensor([log.steps[t][1] for log in worker.envs])
+        ended = torch.tensor([log.steps[t][2] for log in worker.envs])
         params, value, state = model(obs, state)
         distribution = model.actions.distribution(params)
         taken = torch.from_numpy(rollout.actions[t])

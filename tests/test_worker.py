@@ -115,16 +115,16 @@ def test_rollout_marks_episode_boundaries() -> None:
 
 
 class ActionRecorder(gym.Wrapper):
-    """Remembers each (observation acted on, action, episode ended) of a real env."""
+    """Remembers each (observation acted on, action as the env got it, episode ended)."""
 
     def __init__(self, env: gym.Env, first_obs: np.ndarray) -> None:
         super().__init__(env)
         self.current = first_obs.copy()
-        self.steps: list[tuple[np.ndarray, int, bool]] = []
+        self.steps: list[tuple[np.ndarray, np.ndarray, bool]] = []
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.steps.append((self.current, int(action), bool(terminated or truncated)))
+        self.steps.append((self.current, np.array(action), bool(terminated or truncated)))
         self.current = obs.copy()
         return obs, reward, terminated, truncated, info
 
@@ -161,7 +161,7 @@ def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
         keep = (~ended).float().unsqueeze(1)
         state = (state[0] * keep, state[1] * keep)
         obs = torch.from_numpy(np.stack([r.steps[t][0] for r in recorders]))
-        actions = torch.tensor([r.steps[t][1] for r in recorders])
+        actions = torch.from_numpy(np.stack([r.steps[t][1] for r in recorders]))
         ended = torch.tensor([r.steps[t][2] for r in recorders])
         logits, value, state = model(obs, state)
         if t >= config.t_max:
