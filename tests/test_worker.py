@@ -134,6 +134,41 @@ class ActionRecorder(gym.Wrapper):
         return obs, info
 
 
+def assert_loss_is_the_replayed_loss(
+    worker: Worker, rollout
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The worker's loss of its first rollout, and every gradient, equal a step-by-step
+    replay of the ActionRecorder envs (state zeroed at episode ends); returns the
+    gradients and the replayed loss."""
+    model = worker.model
+    model.zero_grad()
+    worker.loss(rollout).total.backward()
+    ours = {name: p.grad.clone() for name, p in model.named_parameters()}
+    state = model.initial_state(len(worker.envs))
+    log_probs, entropies, values = [], [], []
+    ended = torch.zeros(len(worker.envs), dtype=torch.bool)
+    for t in range(len(rollout.actions)):
+        if state is not None:
+            keep = (~ended).float().unsqueeze(1)
+            state = (state[0] * keep, state[1] * keep)
+        obs = torch.from_numpy(np.stack([r.steps[t][0] for r in worker.envs]))
+        ended = torch.tensor([r.steps[t][2] for r in worker.envs])
+        params, value, state = model(obs, state)
+        distribution = model.actions.distribution(params)
+        taken = torch.from_numpy(rollout.actions[t])
+        log_probs.append(distribution.log_prob(taken))
+        entropies.append(distribution.entropy())
+        values.append(value)
+    replayed = Scores(torch.stack(log_probs), torch.stack(entropies), torch.stack(values))
+    model.zero_grad()
+    reference = a3c_loss(replayed, rollout, worker.config).total
+    reference.backward()
+    torch.testing.assert_close(worker.loss(rollout).total, reference, atol=1e-5, rtol=0)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(ours[name], p.grad, atol=1e-5, rtol=0, msg=name)
+    return ours, reference
+
+
 def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
     """The worker's loss equals a plain replay: Categorical scores, state zeroed per episode.
 
