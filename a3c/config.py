@@ -79,6 +79,11 @@ NOISE_SETTINGS = {
 
 # The entropy bonus of a model without NoisyNet layers (docs/defaults.md: Taxi needs it).
 DEFAULT_ENT_COEF = 0.05
+# A Gaussian's entropy has no upper bound: at 0.05 its bonus outweighs the policy gradient,
+# the standard deviation keeps growing and the mean drifts past the action bounds (greedy
+# HalfCheetah at -596: every action saturated). At 1e-4 (the A3C paper's MuJoCo value)
+# Pendulum stops exploring and never learns; 0.01 learns both (docs/continuous.md).
+CONTINUOUS_ENT_COEF = 0.01
 
 
 @dataclass(frozen=True)
@@ -157,7 +162,7 @@ class TrainConfig:
         None,
         group=ROLLOUT,
         help="entropy bonus coefficient (beta)",
-        default_text="0.05; 0 with --noisy",
+        default_text="0.05, 0.01 for continuous actions; 0 with --noisy",
         minimum=0.0,
     )
     vf_coef: float = _option(0.5, group=ROLLOUT, help="value loss coefficient", above=0.0)
@@ -308,12 +313,20 @@ class TrainConfig:
     @property
     def entropy_bonus(self) -> float:
         """The entropy coefficient in use: ent_coef where set, else 0.05, or 0 with NoisyNet.
+        A trainer first fills ent_coef for continuous actions (`for_actions`).
 
         The NoisyNet paper drops the bonus for NoisyNet-A3C: the learned noise explores.
         """
         if self.ent_coef is not None:
             return self.ent_coef
         return 0.0 if self.noisy else DEFAULT_ENT_COEF
+
+    def for_actions(self, continuous: bool) -> TrainConfig:
+        """This config with the defaults that depend on the action space filled in, so the
+        run's config.toml and checkpoints record the values in use."""
+        if continuous and self.ent_coef is None and not self.noisy:
+            return dataclasses.replace(self, ent_coef=CONTINUOUS_ENT_COEF)
+        return self
 
     @property
     def serial(self) -> bool:

@@ -158,11 +158,12 @@ class Trainer:
     ) -> None:
         """`resume` is a loaded checkpoint to continue from; its run folder, found from
         `resume_from`, receives the appended logs when it still exists."""
+        info = describe_env(config.env, frame_size=config.frame_size)
+        config = config.for_actions(info.continuous)
         self.config = config
         self.quiet = quiet
         resumed_seconds = float(resume.get("seconds", 0.0)) if resume else 0.0
         self.start_time = time.time() - resumed_seconds
-        info = describe_env(config.env, frame_size=config.frame_size)
         self.run_dir = RunDirectory.continue_or_create(config, resume_from)
         torch.manual_seed(config.seed)
         torch.set_num_threads(1)

@@ -16,22 +16,27 @@ way: from after the imports, evaluations included. a3c evaluates in its own proc
 10,000 agent steps; SB3 is paused every 10,000 steps for the same 10 greedy episodes. At
 the end each side's final weights play the final evaluation (10 greedy episodes; 100 for
 FrozenLake, whose score is a success rate). Every result is appended to --out as one JSON
-line, so a long suite can run in parts and be summarised with --report.
+line, so a long suite can run in parts and be summarised with --report. With --curves DIR,
+each run's evaluations land in DIR/ENV/SIDE-seedS/eval.csv (a3c's run folder logs, and
+SB3's evaluations in the same columns), so `a3c-plot` draws both sides in one figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from a3c.metrics import EvalRecord
 from a3c.plot import read_csv
 
 BIN = Path(sys.executable).parent
@@ -80,8 +85,18 @@ class Result:
 # ------------------------------------------------------------------------------- a3c
 
 
+def curve_folder(curves: Path | None, env: str, side: str, seed: int) -> Path | None:
+    return None if curves is None else curves / env / f"{side}-seed{seed}"
+
+
 def run_a3c(
-    env: str, seed: int, seconds: float, flags: list[str], task: Task, preset: bool
+    env: str,
+    seed: int,
+    seconds: float,
+    flags: list[str],
+    task: Task,
+    preset: bool,
+    curves: Path | None = None,
 ) -> Result:
     """The real a3c-train, stopped with SIGTERM once `seconds` have passed since its trainer
     started (its run folder appears then, after the imports)."""
@@ -104,6 +119,10 @@ def run_a3c(
         if process.returncode not in (0, 143):
             raise RuntimeError(f"a3c-train exited {process.returncode}: {stderr.strip()}")
         (run,) = list(runs.iterdir())
+        keep = curve_folder(curves, env, "a3c", seed)
+        if keep is not None:
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(run, keep, ignore=shutil.ignore_patterns("checkpoints", "events.*"))
         evaluations = read_csv(run / "eval.csv")
         solved = next((r for r in evaluations if float(r["mean"]) >= task.solved), None)
         played = subprocess.run(
@@ -136,10 +155,12 @@ def run_a3c(
 # ------------------------------------------------------------------------- SB3's A2C
 
 
-def run_sb3(env: str, seed: int, seconds: float, task: Task) -> Result:
+def run_sb3(env: str, seed: int, seconds: float, task: Task, curves: Path | None = None) -> Result:
     """SB3's A2C in a child process, so its imports and threads stay out of this one."""
+    keep = curve_folder(curves, env, "sb3-a2c", seed)
+    payload = [env, seed, seconds, asdict(task), None if keep is None else str(keep)]
     child = subprocess.run(
-        [sys.executable, __file__, "--sb3-child", json.dumps([env, seed, seconds, asdict(task)])],
+        [sys.executable, __file__, "--sb3-child", json.dumps(payload)],
         capture_output=True,
         text=True,
     )
@@ -148,7 +169,7 @@ def run_sb3(env: str, seed: int, seconds: float, task: Task) -> Result:
     return Result(**json.loads(child.stdout.strip().splitlines()[-1]))
 
 
-def sb3_child(env_id: str, seed: int, seconds: float, task: Task) -> Result:
+def sb3_child(env_id: str, seed: int, seconds: float, task: Task, keep: Path | None) -> Result:
     from stable_baselines3 import A2C
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -157,14 +178,33 @@ def sb3_child(env_id: str, seed: int, seconds: float, task: Task) -> Result:
     model = A2C("MlpPolicy", make_vec_env(env_id, n_envs=SB3_ENVS, seed=seed), seed=seed)
     evaluation_env = make_vec_env(env_id, n_envs=1, seed=seed + 1_000_000)
     solved: tuple[float, int] | None = None
+    curve: list[EvalRecord] = []
     while time.monotonic() - start < seconds:
         model.learn(EVAL_EVERY, reset_num_timesteps=False)
-        mean, _ = evaluate_policy(
-            model, evaluation_env, n_eval_episodes=EVAL_EPISODES, deterministic=True
+        scores, lengths = evaluate_policy(
+            model,
+            evaluation_env,
+            n_eval_episodes=EVAL_EPISODES,
+            deterministic=True,
+            return_episode_rewards=True,
+        )
+        mean = statistics.fmean(scores)
+        curve.append(
+            EvalRecord(
+                step=int(model.num_timesteps),
+                seconds=round(time.monotonic() - start, 3),
+                mean=mean,
+                std=statistics.pstdev(scores),
+                min=min(scores),
+                max=max(scores),
+                mean_length=statistics.fmean(lengths),
+            )
         )
         if solved is None and mean >= task.solved:
             solved = (time.monotonic() - start, model.num_timesteps)
     trained = time.monotonic() - start
+    if keep is not None:
+        write_eval_csv(keep / "eval.csv", curve)
     final, _ = evaluate_policy(
         model, evaluation_env, n_eval_episodes=task.final_episodes, deterministic=True
     )
@@ -179,6 +219,15 @@ def sb3_child(env_id: str, seed: int, seconds: float, task: Task) -> Result:
         final_mean=float(final),
         flags=[],
     )
+
+
+def write_eval_csv(path: Path, records: list[EvalRecord]) -> None:
+    """SB3's evaluations in the columns of a3c's eval.csv, which `a3c-plot` reads."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=[f.name for f in fields(EvalRecord)])
+        writer.writeheader()
+        writer.writerows(asdict(record) for record in records)
 
 
 # ---------------------------------------------------------------------------- report
@@ -231,13 +280,15 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=Path("runs/suite/results.jsonl"))
     parser.add_argument("--report", type=Path, nargs="+", help="only summarise these files")
+    parser.add_argument("--curves", type=Path, help="keep every run's eval.csv here, for a3c-plot")
     parser.add_argument("--sb3-child", help=argparse.SUPPRESS)
     parser.add_argument("flags", nargs="*", help="a3c-train flags, after --")
     args = parser.parse_args()
 
     if args.sb3_child:
-        env, seed, seconds, task = json.loads(args.sb3_child)
-        print(json.dumps(asdict(sb3_child(env, seed, seconds, Task(**task)))))
+        env, seed, seconds, task, keep = json.loads(args.sb3_child)
+        result = sb3_child(env, seed, seconds, Task(**task), None if keep is None else Path(keep))
+        print(json.dumps(asdict(result)))
         return 0
     if args.report:
         results = [Result(**json.loads(line)) for f in args.report for line in f.open()]
@@ -253,9 +304,9 @@ def main() -> int:
             sides = args.sides if number % 2 == 0 else list(reversed(args.sides))
             for side in sides:
                 if side == "a3c":
-                    result = run_a3c(env, seed, seconds, args.flags, task, args.preset)
+                    result = run_a3c(env, seed, seconds, args.flags, task, args.preset, args.curves)
                 else:
-                    result = run_sb3(env, seed, seconds, task)
+                    result = run_sb3(env, seed, seconds, task, args.curves)
                 results.append(result)
                 with args.out.open("a") as file:
                     file.write(json.dumps(asdict(result)) + "\n")

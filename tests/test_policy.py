@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
-from a3c.config import TrainConfig
+from a3c.config import CONTINUOUS_ENT_COEF, DEFAULT_ENT_COEF, TrainConfig
 from a3c.envs import EnvInfo, describe_env, make_env
 from a3c.evaluator import play_episodes
 from a3c.model import build_model
@@ -145,3 +145,10 @@ def test_greedy_continuous_evaluation_plays_the_mean_and_repeats() -> None:
     env.close()
     assert first.scores == again.scores
     assert sampled.scores != first.scores
+
+
+def test_continuous_actions_get_their_own_entropy_bonus_unless_one_is_set() -> None:
+    assert TrainConfig().for_actions(continuous=True).ent_coef == CONTINUOUS_ENT_COEF
+    assert TrainConfig().for_actions(continuous=False).entropy_bonus == DEFAULT_ENT_COEF
+    assert TrainConfig(ent_coef=0.2).for_actions(continuous=True).entropy_bonus == 0.2
+    assert TrainConfig(noisy=True).for_actions(continuous=True).entropy_bonus == 0.0

@@ -9,7 +9,7 @@ import pytest
 from helpers import only_run, read_csv
 
 from a3c.checkpoint import load_checkpoint
-from a3c.config import TrainConfig, load_toml
+from a3c.config import CONTINUOUS_ENT_COEF, TrainConfig, load_toml
 from a3c.trainer import train
 
 # A policy that always pushes one way scores about 9; a uniformly random one about 22.
@@ -191,11 +191,13 @@ def test_noisy_cartpole_learns_without_an_entropy_bonus(cli, tmp_path: Path) -> 
 
 def test_continuous_agent_trains_saves_and_replays(cli, tmp_path: Path) -> None:
     """Pendulum: a Box action space end to end; a3c-eval plays the Gaussian's mean, so the
-    logged best score replays exactly, twice."""
+    logged best score replays exactly, twice. Without a preset the run records the entropy
+    bonus for continuous actions it used."""
     result = cli.run(
         "a3c-train",
         "--env",
         "Pendulum-v1",
+        "--no-preset",
         "--workers",
         "2",
         "--total-steps",
@@ -210,6 +212,7 @@ def test_continuous_agent_trains_saves_and_replays(cli, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     run = only_run(tmp_path)
+    assert load_toml(run / "config.toml")["ent_coef"] == CONTINUOUS_ENT_COEF
     best = load_checkpoint(run / "checkpoints" / "best.pt")
     assert best["model"]["policy.mean.weight"].shape == (1, 128)
     replays = [
