@@ -202,6 +202,7 @@ class Trainer:
             stats_lock=self.context.Lock(),
         )
         self.last_eval: EvalRecord | None = None
+        self.signalled: int | None = None
         self.skipped_updates = 0
         self.restarts = 0
         self.fatal: str | None = None
@@ -380,6 +381,9 @@ class Trainer:
         in_main_thread = threading.current_thread() is threading.main_thread()
         if in_main_thread:
             previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
+            if not config.serial:
+                signal.signal(signal.SIGTERM, self._note_signal)
+                signal.signal(signal.SIGINT, self._note_signal)
         try:
             if config.serial:
                 self._run_serial()
@@ -418,6 +422,19 @@ class Trainer:
             skipped_updates=self.skipped_updates,
             restarts=self.restarts,
         )
+
+    def _note_signal(self, signum: int, frame: Any) -> None:
+        """Ctrl-C or SIGTERM in a parallel run: noted here and raised by the main loop
+        (`_raise_if_signalled`), never inside a read of the children's queue. Raised there,
+        it left half a message in the pipe, and the shutdown's own drain unpickled the rest
+        ("EOFError: Ran out of input") instead of saving the final checkpoint."""
+        self.signalled = signum
+
+    def _raise_if_signalled(self) -> None:
+        if self.signalled == signal.SIGTERM:
+            raise Terminated
+        if self.signalled is not None:
+            raise KeyboardInterrupt
 
     def _exit_now(self, signum: int, frame: Any) -> None:
         for child in self.children:
@@ -485,11 +502,13 @@ class Trainer:
             child.process = child.start()
         while not all(w.finished for w in workers):
             self._drain(timeout=0.1)
+            self._raise_if_signalled()
             self._update_progress()
             self._supervise()
         training_done.set()
         while not evaluator.finished:
             self._drain(timeout=0.1)
+            self._raise_if_signalled()
             self._supervise()
         self._drain(timeout=0)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,8 @@ import torch
 from helpers import only_run, read_csv
 
 from a3c.checkpoint import load_checkpoint
+from a3c.config import TrainConfig
+from a3c.trainer import Terminated, Trainer
 
 LONG_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "10000000"]
 SHORT_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "6000",
@@ -177,3 +180,22 @@ def test_a_full_run_folder_is_reported_before_any_worker_starts(cli, tiny_filesy
     assert len(result.stderr.strip().splitlines()) == 1
     assert "No space left on device" in result.stderr
     assert cli.leftovers() == []
+
+
+def test_a_signal_in_a_parallel_run_waits_for_the_queue_read(tmp_path: Path) -> None:
+    """SIGTERM while the main process reads its children's queue: the read completes, and
+    the main loop raises afterwards. Raised inside the read, it once left half a message in
+    the pipe, and the shutdown's drain crashed on the rest instead of saving latest.pt."""
+    config = TrainConfig(env="CartPole-v1", workers=1, run_dir=str(tmp_path))
+    trainer = Trainer(config, quiet=True)
+    previous = signal.signal(signal.SIGTERM, trainer._note_signal)
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        started = time.monotonic()
+        trainer._drain(timeout=1.0)
+        assert time.monotonic() - started >= 0.9  # the read ran to its end
+        with pytest.raises(Terminated):
+            trainer._raise_if_signalled()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        trainer.run_dir.close()
