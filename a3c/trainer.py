@@ -380,9 +380,9 @@ class Trainer:
         exit_code = 0
         in_main_thread = threading.current_thread() is threading.main_thread()
         if in_main_thread:
-            previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
+            handler = _raise_terminated if config.serial else self._note_signal
+            previous_sigterm = signal.signal(signal.SIGTERM, handler)
             if not config.serial:
-                signal.signal(signal.SIGTERM, self._note_signal)
                 signal.signal(signal.SIGINT, self._note_signal)
         try:
             if config.serial:
