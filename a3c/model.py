@@ -35,6 +35,7 @@ class Scores(NamedTuple):
     log_prob: torch.Tensor  # log pi(action taken)
     entropy: torch.Tensor
     value: torch.Tensor
+    beyond_bounds: torch.Tensor  # a Gaussian mean's squared excess past the bounds; 0 otherwise
 
 
 # Below one grey level of spread a frame counts as flat (uint8 units).
@@ -307,7 +308,9 @@ class ActorCritic(nn.Module):
             assert states is not None
             hidden = lstm_over_rollout(self.lstm, features, states, carried)
         scores = self.actions.score(self.policy(hidden), actions)
-        return Scores(scores.log_prob, scores.entropy, self.value(hidden).squeeze(-1))
+        return Scores(
+            scores.log_prob, scores.entropy, self.value(hidden).squeeze(-1), scores.beyond_bounds
+        )
 
 
 class _LSTMOverRollout(torch.autograd.Function):

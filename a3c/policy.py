@@ -20,13 +20,24 @@ from torch.distributions import Categorical, Distribution, Independent, Normal
 
 LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
-# A state-dependent variance never falls to exactly 0: the log-probability would be infinite.
-MIN_VARIANCE = 1e-4
+# The Gaussian's standard deviation stays between these, in the policy's [-1, 1] action
+# units (docs/continuous.md). The floor: MountainCarContinuous's std shrank to 0.07 once the
+# goal was found; a later update that lost the goal left too little noise to find it again,
+# and the action cost drove the policy to stand still. The ceiling: the env clips actions to
+# the bounds, so a wider Gaussian only clips more samples to them; with no ceiling,
+# Pendulum's entropy bonus widened the std past 30 and its actions became coin flips
+# between the two bounds. Greedy evaluation plays the mean, so neither limit costs it.
+MIN_STD = 0.2
+MAX_STD = 1.0
+# An untrained policy's std: MIN_STD + (MAX_STD - MIN_STD) * sigmoid(2) = 0.90.
+STD_LOGIT_INIT = 2.0
 
 
 class ActionScores(NamedTuple):
     log_prob: torch.Tensor  # [...] log pi(action)
     entropy: torch.Tensor  # [...]
+    # [...] how far a Gaussian's mean lies beyond the action bounds (squared); 0 otherwise
+    beyond_bounds: torch.Tensor
 
 
 class ActionDistribution(Protocol):
@@ -85,6 +96,7 @@ class CategoricalActions:
         return ActionScores(
             log_prob=log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1),
             entropy=-(log_probs.exp() * log_probs).sum(-1),
+            beyond_bounds=params.new_zeros(()),
         )
 
     def distribution(self, params: torch.Tensor) -> Distribution:
@@ -123,20 +135,32 @@ class GaussianActions:
             -((actions - mean) / std).square() / 2 - log_std - math.log(math.sqrt(2 * math.pi))
         )
         entropy = 0.5 + math.log(math.sqrt(2 * math.pi)) + log_std
-        return ActionScores(log_prob.sum(-1), entropy.sum(-1))
+        return ActionScores(log_prob.sum(-1), entropy.sum(-1), beyond_bounds(mean))
 
     def distribution(self, params: torch.Tensor) -> Distribution:
         mean, std = self._split(params)
         return Independent(Normal(mean, std), 1)
 
 
+def beyond_bounds(mean: torch.Tensor) -> torch.Tensor:
+    """Squared distance of a mean past the action bounds [-1, 1], summed over dimensions.
+
+    The loss penalises it because nothing else brings such a mean back: once every sample
+    is clipped to the same bound, the return no longer depends on the sample and the policy
+    gradient is pure noise (MountainCarContinuous collapsed to a saturated push this way,
+    docs/continuous.md). Inside the bounds it is 0, so full torque stays reachable.
+    """
+    return (mean.abs() - 1).clamp_min(0).square().sum(-1)
+
+
 class GaussianHead(nn.Module):
     """The core's output -> [mean, std] of a D-dimensional Gaussian policy.
 
-    `std` is "state" (the A3C paper: the variance is the softplus of a linear layer of the
-    state) or "learned" (one learned log-std per dimension, whatever the state; SB3's
-    default). Both start near 1: actions span the action space's bounds, which the env
-    side maps to [-1, 1] (`EnvInfo.env_action`).
+    `std` is "state" (from a linear layer of the state, as in the A3C paper) or "learned"
+    (one learned parameter per dimension, whatever the state; SB3's default). Either gives
+    a logit that a sigmoid maps into [MIN_STD, MAX_STD]; the paper's softplus has no upper
+    bound. Both start at a std of 0.9: actions span the action space's bounds, which the
+    env side maps to [-1, 1] (`EnvInfo.env_action`).
     """
 
     def __init__(self, mean: nn.Module, dims: int, std: str, std_layer: nn.Module | None) -> None:
@@ -147,14 +171,10 @@ class GaussianHead(nn.Module):
             assert std_layer is not None
             self.std = std_layer
         else:
-            self.log_std = nn.Parameter(torch.zeros(dims))
+            self.std_logit = nn.Parameter(torch.zeros(dims))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         mean = self.mean(hidden)
-        if self.std_kind == "state":
-            # softplus(0.54) = 1: an untrained policy's variance starts near 1.
-            variance = nn.functional.softplus(self.std(hidden) + 0.54) + MIN_VARIANCE
-            std = variance.sqrt()
-        else:
-            std = self.log_std.exp().expand_as(mean)
+        logit = self.std(hidden) if self.std_kind == "state" else self.std_logit.expand_as(mean)
+        std = MIN_STD + (MAX_STD - MIN_STD) * torch.sigmoid(logit + STD_LOGIT_INIT)
         return torch.cat([mean, std], -1)

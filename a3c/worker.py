@@ -90,6 +90,8 @@ def apply_gradients(
 
 # Updates averaged into one LossStats record: few messages, still a fine-grained curve.
 LOSS_REPORT_UPDATES = 20
+# Weight of the penalty on a Gaussian mean past the action bounds (`policy.beyond_bounds`).
+BOUND_COEF = 1.0
 
 
 class LossTerms(NamedTuple):
@@ -370,7 +372,12 @@ def a3c_loss(scores: Scores, rollout: Rollout, config: TrainConfig) -> LossTerms
     policy_loss = -(advantages * scores.log_prob).mean()
     value_loss = F.mse_loss(values, returns)
     entropy = scores.entropy.mean()
-    total = policy_loss + config.vf_coef * value_loss - config.entropy_bonus * entropy
+    total = (
+        policy_loss
+        + config.vf_coef * value_loss
+        - config.entropy_bonus * entropy
+        + BOUND_COEF * scores.beyond_bounds.mean()
+    )
     return LossTerms(total, policy_loss.detach(), value_loss.detach(), entropy.detach())
 
 

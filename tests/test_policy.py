@@ -14,7 +14,14 @@ from a3c.config import CONTINUOUS_ENT_COEF, DEFAULT_ENT_COEF, TrainConfig
 from a3c.envs import EnvInfo, describe_env, make_env
 from a3c.evaluator import play_episodes
 from a3c.model import build_model
-from a3c.policy import CategoricalActions, GaussianActions
+from a3c.policy import (
+    MAX_STD,
+    MIN_STD,
+    CategoricalActions,
+    GaussianActions,
+    GaussianHead,
+    beyond_bounds,
+)
 from a3c.worker import Worker
 from tests.test_worker import ActionRecorder, assert_loss_is_the_replayed_loss, make_shared
 
@@ -33,6 +40,40 @@ def test_gaussian_log_prob_and_entropy_by_hand() -> None:
     assert distribution.log_prob(torch.tensor([[1.0, 1.0]])).item() == pytest.approx(by_hand)
     assert distribution.entropy().item() == pytest.approx(entropy)
     assert torch.equal(actions.greedy(params), torch.tensor([[0.0, 1.0]]))
+
+
+def test_a_mean_past_the_bounds_is_penalised_and_pulled_back() -> None:
+    """Inside [-1, 1] the penalty is 0; past it, the squared excess, with a gradient back."""
+    actions = GaussianActions(3)
+    mean = torch.tensor([[0.5, -1.0, 1.0], [1.5, -3.0, 0.0]], requires_grad=True)
+    params = torch.cat([mean, torch.ones(2, 3)], -1)
+    scores = actions.score(params, torch.zeros(2, 3))
+    torch.testing.assert_close(scores.beyond_bounds, torch.tensor([0.0, 0.5**2 + 2.0**2]))
+    scores.beyond_bounds.sum().backward()
+    assert mean.grad is not None
+    torch.testing.assert_close(mean.grad, torch.tensor([[0.0, 0.0, 0.0], [1.0, -4.0, 0.0]]))
+    torch.testing.assert_close(beyond_bounds(torch.tensor([2.0])), torch.tensor(1.0))
+    discrete = CategoricalActions().score(torch.zeros(2, 4), torch.tensor([0, 3]))
+    assert discrete.beyond_bounds.item() == 0.0
+
+
+@pytest.mark.parametrize("kind", ["state", "learned"])
+def test_the_gaussian_std_stays_between_its_floor_and_ceiling(kind: str) -> None:
+    """However far training pushes the std, exploration keeps MIN_STD and never passes
+    MAX_STD; an untrained head starts at 0.9."""
+    std_layer = torch.nn.Linear(4, 2) if kind == "state" else None
+    if std_layer is not None:
+        torch.nn.init.zeros_(std_layer.bias)  # as the model builds it
+    head = GaussianHead(torch.nn.Linear(4, 2), 2, kind, std_layer)
+    hidden = torch.zeros(3, 4)
+    torch.testing.assert_close(head(hidden)[:, 2:], torch.full((3, 2), 0.905), atol=1e-3, rtol=0)
+    for logit, std in ((-100.0, MIN_STD), (100.0, MAX_STD)):
+        with torch.no_grad():
+            if std_layer is not None:
+                std_layer.bias.fill_(logit)
+            else:
+                head.std_logit.fill_(logit)
+        torch.testing.assert_close(head(hidden)[:, 2:], torch.full((3, 2), std))
 
 
 def test_gaussian_samples_follow_mean_and_std() -> None:
@@ -94,7 +135,7 @@ def test_actions_map_onto_the_bounds_and_are_clipped_only_for_the_env() -> None:
     env = worker.envs[0].unwrapped
     worker.close()
     assert rollout.actions.shape == (40, 1, 2) and rollout.actions.dtype == np.float32
-    assert (np.abs(rollout.actions) > 1).any(), "std 1: some samples leave [-1, 1]"
+    assert (np.abs(rollout.actions) > 1).any(), "std 0.9: some samples leave [-1, 1]"
     received = np.stack(env.received).reshape(40, 2)
     assert received[:, 0].min() >= 0 and received[:, 0].max() <= 1
     assert received[:, 1].min() >= 10 and received[:, 1].max() <= 20
@@ -123,7 +164,7 @@ def test_gaussian_rollout_is_scored_as_a_step_by_step_replay(
     rollout = worker.collect_rollout()
     worker.close()
     gradients, _ = assert_loss_is_the_replayed_loss(worker, rollout)
-    spread = "policy.log_std" if policy_std == "learned" else "policy.std.weight"
+    spread = "policy.std_logit" if policy_std == "learned" else "policy.std.weight"
     assert gradients[spread].abs().sum() > 0
 
 

@@ -15,6 +15,7 @@ from a3c.envs import describe_env
 from a3c.metrics import EpisodeRecord, LossStats
 from a3c.model import Scores, build_model
 from a3c.optim import SharedAdam, make_shared_optimizer
+from a3c.policy import beyond_bounds
 from a3c.worker import SharedObjects, Worker, a3c_loss, apply_gradients
 
 
@@ -145,7 +146,7 @@ def assert_loss_is_the_replayed_loss(
     worker.loss(rollout).total.backward()
     ours = {name: p.grad.clone() for name, p in model.named_parameters()}
     state = model.initial_state(len(worker.envs))
-    log_probs, entropies, values = [], [], []
+    log_probs, entropies, values, beyond = [], [], [], []
     ended = torch.zeros(len(worker.envs), dtype=torch.bool)
     for t in range(len(rollout.actions)):
         if state is not None:
@@ -159,7 +160,13 @@ def assert_loss_is_the_replayed_loss(
         log_probs.append(distribution.log_prob(taken))
         entropies.append(distribution.entropy())
         values.append(value)
-    replayed = Scores(torch.stack(log_probs), torch.stack(entropies), torch.stack(values))
+        beyond.append(beyond_bounds(distribution.mean) if taken.is_floating_point() else 0.0)
+    replayed = Scores(
+        torch.stack(log_probs),
+        torch.stack(entropies),
+        torch.stack(values),
+        torch.stack([torch.as_tensor(b) for b in beyond]),
+    )
     model.zero_grad()
     reference = a3c_loss(replayed, rollout, worker.config).total
     reference.backward()
@@ -206,7 +213,9 @@ def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
             entropies.append(distribution.entropy())
             values.append(value)
     assert len(rollout.episodes) > 0, "no episode boundary inside the rollout"
-    replayed = Scores(torch.stack(log_probs), torch.stack(entropies), torch.stack(values))
+    replayed = Scores(
+        torch.stack(log_probs), torch.stack(entropies), torch.stack(values), torch.zeros(())
+    )
     model.zero_grad()
     reference = a3c_loss(replayed, rollout, config).total
     reference.backward()
