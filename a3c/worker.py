@@ -161,7 +161,8 @@ class Rollout:
     discounted_returns: np.ndarray | None  # [T, K] for return_norm
 
     def __len__(self) -> int:
-        return int(self.actions.size)
+        """Agent steps: T x K, whatever the shape of one action."""
+        return int(self.rewards.size)
 
 
 class Worker:

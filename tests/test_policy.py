@@ -193,3 +193,22 @@ def test_continuous_actions_get_their_own_entropy_bonus_unless_one_is_set() -> N
     assert TrainConfig().for_actions(continuous=False).entropy_bonus == DEFAULT_ENT_COEF
     assert TrainConfig(ent_coef=0.2).for_actions(continuous=True).entropy_bonus == 0.2
     assert TrainConfig(noisy=True).for_actions(continuous=True).entropy_bonus == 0.0
+
+
+@pytest.mark.parametrize(
+    ("env_id", "dims"),
+    [("LunarLanderContinuous-v3", 2), ("BipedalWalker-v3", 4), ("HalfCheetah-v5", 6)],
+)
+def test_box2d_and_mujoco_continuous_ids_train(env_id: str, dims: int) -> None:
+    """The box2d and mujoco extras (both in dev): a worker steps these envs and updates."""
+    config = TrainConfig(env=env_id, workers=0, t_max=5, envs_per_worker=2)
+    assert describe_env(env_id).n_actions == dims
+    shared = make_shared(config)
+    before = [p.detach().clone() for p in shared.model.parameters()]
+    worker = Worker(0, config, shared)
+    steps = worker.train_once()
+    worker.close()
+    assert steps == 10
+    assert any(
+        not torch.equal(b, p) for b, p in zip(before, shared.model.parameters(), strict=True)
+    )
