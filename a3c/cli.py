@@ -40,7 +40,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
             config, preset = resumed_config(resume["config"], args), None
         else:
             config, preset = config_from_args(args)
-        from a3c.trainer import TrainingFailed, format_summary, train
+        from a3c.trainer import TrainingFailed, format_summary, stop_helper_processes, train
 
         if preset is not None and not quiet:
             print(f"a3c: settings from {preset}", flush=True)
@@ -49,6 +49,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         except TrainingFailed as error:
             print(f"a3c-train: training failed: {error}", file=sys.stderr)
             return EXIT_FAILED
+        finally:
+            stop_helper_processes()
         if not quiet:
             print(format_summary(result), flush=True)
         return result.exit_code

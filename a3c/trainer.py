@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib.util
 import math
 import multiprocessing as mp
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import queue
 import signal
@@ -564,6 +566,22 @@ def train(
     return Trainer(config, quiet=quiet, resume=resume, resume_from=resume_from).run()
 
 
+def stop_helper_processes() -> None:
+    """Stop multiprocessing's fork server and resource tracker, and wait until they exit.
+
+    Left alone, each notices only once this process has exited, and the fork server (which
+    imported torch) then takes seconds to finish: a3c-train would return while they still
+    ran, processes that torchrun or a job scheduler no longer tracks. Call it once training
+    is over and every child has been joined.
+    """
+    # The run's locks and queues unregister their semaphores as they are collected; the
+    # tracker would report any still registered when it stops as leaked.
+    gc.collect()
+    # Private, but in every Python a3c supports (3.11 on): the only way to join them.
+    multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
+    multiprocessing.resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
+
+
 def format_summary(result: TrainResult) -> str:
     best = (
         "none"
@@ -579,4 +597,11 @@ def format_summary(result: TrainResult) -> str:
     )
 
 
-__all__ = ["TrainResult", "Trainer", "TrainingFailed", "format_summary", "train"]
+__all__ = [
+    "TrainResult",
+    "Trainer",
+    "TrainingFailed",
+    "format_summary",
+    "stop_helper_processes",
+    "train",
+]

@@ -60,14 +60,16 @@ class Cli:
             cwd=cwd,
         )
 
-    def start(self, command: str, *args: str) -> subprocess.Popen[str]:
-        """Start a command without waiting; its output is captured."""
+    def start(self, command: str, *args: str, own_group: bool = False) -> subprocess.Popen[str]:
+        """Start a command without waiting; its output is captured. With `own_group`, it
+        leads a new process group (and session) that holds every process it starts."""
         return subprocess.Popen(
             [str(BIN / command), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=self.env,
+            start_new_session=own_group,
         )
 
     def leftovers(self) -> list[int]:

@@ -29,3 +29,21 @@ def hide_packages(folder: Path, *names: str) -> str:
         "sys.meta_path.insert(0, Hide())\n"
     )
     return str(folder)
+
+
+def process_group(pgid: int) -> list[str]:
+    """`PID state` of every process in group `pgid`, zombies included: a child that has
+    exited but that nobody has reaped yet still belongs to the group."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name, which may hold spaces: state, ppid, pgrp, ...
+        state, _, pgrp = stat.rsplit(")", 1)[1].split()[:3]
+        if int(pgrp) == pgid:
+            members.append(f"{entry.name} {state}")
+    return members

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import only_run, read_csv
+from helpers import only_run, process_group, read_csv
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
@@ -60,6 +60,23 @@ def test_interrupt_saves_and_exits_cleanly(cli, tmp_path: Path, sig, code) -> No
     latest = load_checkpoint(run / "checkpoints" / "latest.pt")
     assert latest["step"] >= 2000
     assert "done:" in out
+
+
+@pytest.mark.parametrize("ending", ["budget", "SIGINT", "SIGTERM"])
+def test_no_process_of_the_run_outlives_a3c_train(cli, tmp_path: Path, ending: str) -> None:
+    """The moment a3c-train returns, its process group is empty: the fork server and the
+    resource tracker have exited and been reaped (left alone, they outlived it as zombies
+    or live orphans for a second or more), which torchrun and job schedulers rely on."""
+    if ending == "budget":
+        process = cli.start("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path), own_group=True)
+    else:
+        process = cli.start("a3c-train", *LONG_RUN, "--run-dir", str(tmp_path), own_group=True)
+        wait_until_training(cli, tmp_path)
+        process.send_signal(getattr(signal, ending))
+    returncode, _, err = finish(process, seconds=120)
+    assert process_group(process.pid) == []
+    assert returncode == {"budget": 0, "SIGINT": 130, "SIGTERM": 143}[ending], err
+    assert "leaked" not in err, err
 
 
 def test_a_second_interrupt_quits_at_once(cli, tmp_path: Path) -> None:
