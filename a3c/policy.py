@@ -131,10 +131,8 @@ class GaussianActions:
         # distribution object per call.
         mean, std = self._split(params)
         log_std = std.log()
-        log_prob = (
-            -((actions - mean) / std).square() / 2 - log_std - math.log(math.sqrt(2 * math.pi))
-        )
-        entropy = 0.5 + math.log(math.sqrt(2 * math.pi)) + log_std
+        log_prob = -((actions - mean) / std).square() / 2 - log_std - LOG_SQRT_2PI
+        entropy = 0.5 + LOG_SQRT_2PI + log_std
         return ActionScores(log_prob.sum(-1), entropy.sum(-1), beyond_bounds(mean))
 
     def distribution(self, params: torch.Tensor) -> Distribution:
