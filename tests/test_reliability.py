@@ -65,8 +65,8 @@ def test_interrupt_saves_and_exits_cleanly(cli, tmp_path: Path, sig, code) -> No
 @pytest.mark.parametrize("ending", ["budget", "SIGINT", "SIGTERM"])
 def test_no_process_of_the_run_outlives_a3c_train(cli, tmp_path: Path, ending: str) -> None:
     """The moment a3c-train returns, its process group is empty: the fork server and the
-    resource tracker have exited and been reaped (left alone, they outlived it as zombies
-    or live orphans for a second or more), which torchrun and job schedulers rely on."""
+    resource tracker have exited and been reaped (left alone, they stayed in the group as
+    unreaped zombies for about a second), which torchrun and job schedulers rely on."""
     if ending == "budget":
         process = cli.start("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path), own_group=True)
     else:
