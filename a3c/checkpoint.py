@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from a3c.config import TrainConfig
+from a3c.config import DEFAULT_ENT_COEF, TrainConfig
 from a3c.errors import UsageError
 
 # 2: conv encoders standardise each frame; format-1 conv weights expect frames in [0, 1].
@@ -129,8 +129,13 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if missing:
         raise UsageError(f"{path} is not a complete checkpoint (missing {', '.join(missing)})")
     if isinstance(checkpoint["config"], dict):
+        saved = checkpoint["config"]
         for name, value in LEGACY_SETTINGS.items():
-            checkpoint["config"].setdefault(name, value)
+            saved.setdefault(name, value)
+        if saved.get("ent_coef") is None and not saved.get("noisy", False):
+            # Written before trainers filled every default in: no bonus chosen then meant
+            # 0.05 for any discrete action space, whatever the default is now.
+            saved["ent_coef"] = DEFAULT_ENT_COEF
     if version < 2 and _has_conv_weights(checkpoint["model"]):
         # Loading would work and the agent would play blind: refuse instead.
         raise UsageError(

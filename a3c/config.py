@@ -84,6 +84,14 @@ DEFAULT_ENT_COEF = 0.05
 # HalfCheetah at -596: every action saturated). At 1e-4 (the A3C paper's MuJoCo value)
 # Pendulum stops exploring and never learns; 0.01 learns both (docs/continuous.md).
 CONTINUOUS_ENT_COEF = 0.01
+# Vector observations with discrete actions: no entropy bonus and a lower learning rate.
+# MountainCar-v0 is learned only so: any bonus (0.01 or 0.05) holds its policy uniform,
+# and a uniform policy never reaches the flag; without one, Adam at 4e-4 or 7e-4 turns it
+# into one fixed action first, while at 2e-4 it becomes a state-dependent swing that finds
+# the flag (docs/defaults.md). Taxi's one-hot states still need DEFAULT_ENT_COEF.
+VECTOR_ENT_COEF = 0.0
+VECTOR_LR = 2e-4
+DEFAULT_LR = 7e-4
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,7 @@ class TrainConfig:
         None,
         group=ROLLOUT,
         help="entropy bonus coefficient (beta)",
-        default_text="0.05, 0.01 for continuous actions; 0 with --noisy",
+        default_text="by spaces: 0.05, 0.01 or 0 (docs/defaults.md); 0 with --noisy",
         minimum=0.0,
     )
     vf_coef: float = _option(0.5, group=ROLLOUT, help="value loss coefficient", above=0.0)
@@ -173,8 +181,12 @@ class TrainConfig:
         help="shared optimiser: Adam, or RMSprop with shared statistics (the A3C paper's)",
         choices=("adam", "rmsprop"),
     )
-    lr: float = _option(
-        7e-4, group=OPTIMISER, help="learning rate of the shared optimiser", above=0.0
+    lr: float | None = _option(
+        None,
+        group=OPTIMISER,
+        help="learning rate of the shared optimiser",
+        default_text="by spaces: 7e-4 or 2e-4 (docs/defaults.md)",
+        above=0.0,
     )
     lr_decay: bool = _option(
         False, group=OPTIMISER, help="decay the learning rate linearly to 0 at total_steps"
@@ -313,7 +325,7 @@ class TrainConfig:
     @property
     def entropy_bonus(self) -> float:
         """The entropy coefficient in use: ent_coef where set, else 0.05, or 0 with NoisyNet.
-        A trainer first fills ent_coef for continuous actions (`for_actions`).
+        A trainer first fills ent_coef for the environment's spaces (`for_env`).
 
         The NoisyNet paper drops the bonus for NoisyNet-A3C: the learned noise explores.
         """
@@ -321,12 +333,29 @@ class TrainConfig:
             return self.ent_coef
         return 0.0 if self.noisy else DEFAULT_ENT_COEF
 
-    def for_actions(self, continuous: bool) -> TrainConfig:
-        """This config with the defaults that depend on the action space filled in, so the
-        run's config.toml and checkpoints record the values in use."""
-        if continuous and self.ent_coef is None and not self.noisy:
-            return dataclasses.replace(self, ent_coef=CONTINUOUS_ENT_COEF)
-        return self
+    def for_env(self, continuous: bool, vector_observations: bool) -> TrainConfig:
+        """This config with the defaults that depend on the environment's spaces filled in,
+        so the run's config.toml and checkpoints record the values in use.
+
+        `vector_observations`: flat Box observations (not frames, not one-hot states).
+        """
+        vector_discrete = vector_observations and not continuous
+        changes: dict[str, Any] = {}
+        if self.ent_coef is None and not self.noisy:
+            if continuous:
+                changes["ent_coef"] = CONTINUOUS_ENT_COEF
+            elif vector_discrete:
+                changes["ent_coef"] = VECTOR_ENT_COEF
+            else:
+                changes["ent_coef"] = DEFAULT_ENT_COEF
+        if self.lr is None:
+            changes["lr"] = VECTOR_LR if vector_discrete else DEFAULT_LR
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate at the start: lr where set (a trainer fills it), else 7e-4."""
+        return DEFAULT_LR if self.lr is None else self.lr
 
     @property
     def serial(self) -> bool:
@@ -336,8 +365,8 @@ class TrainConfig:
     def learning_rate_at(self, step: int) -> float:
         """The learning rate after `step` agent steps: constant, or linear decay to 0."""
         if not self.lr_decay:
-            return self.lr
-        return self.lr * max(0.0, 1.0 - step / self.total_steps)
+            return self.learning_rate
+        return self.learning_rate * max(0.0, 1.0 - step / self.total_steps)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values only, so the dict survives TOML and `torch.load(weights_only=True)`."""

@@ -67,6 +67,11 @@ class EnvInfo:
         )
 
     @property
+    def vector_observations(self) -> bool:
+        """Flat feature vectors: not frames, and not one-hot encoded Discrete states."""
+        return len(self.observation_shape) == 1 and not self.one_hot
+
+    @property
     def continuous(self) -> bool:
         return self.action_shape is not None
 

@@ -399,9 +399,7 @@ def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
         lstm=config.lstm,
         conv_channels=config.conv_channels,
         # Frames are standardised one by one in the encoder; one-hot states need nothing.
-        normalize_obs=config.normalize_obs
-        and len(info.observation_shape) == 1
-        and not info.one_hot,
+        normalize_obs=config.normalize_obs and info.vector_observations,
         scale_rewards=config.scale_rewards,
         noise=Noise(config.noise, config.sigma_init, config.noisy_dense) if config.noisy else None,
         continuous=info.continuous,

@@ -161,7 +161,7 @@ class Trainer:
         """`resume` is a loaded checkpoint to continue from; its run folder, found from
         `resume_from`, receives the appended logs when it still exists."""
         info = describe_env(config.env, frame_size=config.frame_size)
-        config = config.for_actions(info.continuous)
+        config = config.for_env(info.continuous, info.vector_observations)
         self.config = config
         self.quiet = quiet
         resumed_seconds = float(resume.get("seconds", 0.0)) if resume else 0.0
@@ -182,7 +182,7 @@ class Trainer:
         optimizer = make_shared_optimizer(
             config.optimizer,
             model.parameters(),
-            lr=config.lr,
+            lr=config.learning_rate,
             eps=config.optimizer_eps,
             rmsprop_alpha=config.rmsprop_alpha,
         )

@@ -121,7 +121,7 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
     model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
     model.share_memory()
     optimizer = make_shared_optimizer(
-        config.optimizer, model.parameters(), config.lr, config.optimizer_eps,
+        config.optimizer, model.parameters(), config.learning_rate, config.optimizer_eps,
         config.rmsprop_alpha,
     )  # fmt: skip
     shared = SharedObjects(

@@ -11,7 +11,7 @@ import torch
 from helpers import read_csv
 
 from a3c.checkpoint import FORMAT_VERSION, build_checkpoint, load_checkpoint, save_checkpoint
-from a3c.config import TrainConfig
+from a3c.config import DEFAULT_ENT_COEF, TrainConfig
 from a3c.errors import UsageError
 from a3c.model import ActorCritic
 from a3c.optim import SharedAdam
@@ -30,11 +30,16 @@ def trained_pair() -> tuple[ActorCritic, SharedAdam]:
     return model, optimizer
 
 
+# What a trainer saves for trained_pair's model: every default that depends on the
+# environment's spaces filled in (4 features, 2 actions).
+SAVED_CONFIG = TrainConfig(hidden_size=16).for_env(continuous=False, vector_observations=True)
+
+
 def checkpoint_of(model, optimizer, step: int = 1234) -> dict:
     return build_checkpoint(
         model=model,
         optimizer=optimizer,
-        config=TrainConfig(hidden_size=16),
+        config=SAVED_CONFIG,
         step=step,
         episodes=7,
         best_score=42.0,
@@ -48,7 +53,7 @@ def test_round_trip_keeps_weights_and_optimizer_state(tmp_path: Path) -> None:
     save_checkpoint(checkpoint_of(model, optimizer), path)
     loaded = load_checkpoint(path)
     assert (loaded["step"], loaded["episodes"], loaded["best_score"]) == (1234, 7, 42.0)
-    assert TrainConfig.from_dict(loaded["config"]) == TrainConfig(hidden_size=16)
+    assert TrainConfig.from_dict(loaded["config"]) == SAVED_CONFIG
 
     fresh = ActorCritic((4,), 2, hidden_size=16)
     fresh.load_state_dict(loaded["model"])
@@ -254,3 +259,17 @@ def test_a_checkpoint_from_before_running_statistics_loads_without_them(tmp_path
     save_checkpoint(checkpoint, tmp_path / "old.pt")
     config = TrainConfig.from_dict(load_checkpoint(tmp_path / "old.pt")["config"])
     assert not config.normalize_obs and not config.scale_rewards
+
+
+def test_a_checkpoint_without_a_chosen_entropy_bonus_keeps_the_one_it_trained_with(
+    tmp_path: Path,
+) -> None:
+    """Before trainers filled every default in, a saved ent_coef of None meant 0.05; vector
+    observations now default to 0, and a resumed run must not switch."""
+    model, optimizer = trained_pair()
+    checkpoint = checkpoint_of(model, optimizer)
+    checkpoint["config"]["ent_coef"] = None
+    save_checkpoint(checkpoint, tmp_path / "old.pt")
+    config = TrainConfig.from_dict(load_checkpoint(tmp_path / "old.pt")["config"])
+    assert config.ent_coef == DEFAULT_ENT_COEF
+    assert config.for_env(False, vector_observations=True).entropy_bonus == DEFAULT_ENT_COEF

@@ -93,7 +93,14 @@ def test_discrete_observations_become_one_hot_vectors(env_id: str, states: int) 
     assert obs.sum() == 1.0 and obs[raw.s] == 1.0
     info = describe_env(env_id)
     assert info.observation_shape == (states,) and info.one_hot
+    assert not info.vector_observations  # so the defaults of one-hot states apply
     env.close()
+
+
+def test_vector_observations_are_flat_features_only() -> None:
+    assert describe_env("CartPole-v1").vector_observations
+    assert describe_env("Pendulum-v1").vector_observations
+    assert not describe_env("PongNoFrameskip-v4").vector_observations
 
 
 def test_other_observation_spaces_are_refused_in_one_line() -> None:

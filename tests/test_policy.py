@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import gymnasium as gym
@@ -10,7 +11,14 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
-from a3c.config import CONTINUOUS_ENT_COEF, DEFAULT_ENT_COEF, TrainConfig
+from a3c.config import (
+    CONTINUOUS_ENT_COEF,
+    DEFAULT_ENT_COEF,
+    DEFAULT_LR,
+    VECTOR_ENT_COEF,
+    VECTOR_LR,
+    TrainConfig,
+)
 from a3c.envs import EnvInfo, describe_env, make_env
 from a3c.evaluator import play_episodes
 from a3c.model import build_model
@@ -188,11 +196,19 @@ def test_greedy_continuous_evaluation_plays_the_mean_and_repeats() -> None:
     assert sampled.scores != first.scores
 
 
-def test_continuous_actions_get_their_own_entropy_bonus_unless_one_is_set() -> None:
-    assert TrainConfig().for_actions(continuous=True).ent_coef == CONTINUOUS_ENT_COEF
-    assert TrainConfig().for_actions(continuous=False).entropy_bonus == DEFAULT_ENT_COEF
-    assert TrainConfig(ent_coef=0.2).for_actions(continuous=True).entropy_bonus == 0.2
-    assert TrainConfig(noisy=True).for_actions(continuous=True).entropy_bonus == 0.0
+def test_entropy_bonus_and_learning_rate_follow_the_spaces_unless_set() -> None:
+    continuous = TrainConfig().for_env(continuous=True, vector_observations=True)
+    assert (continuous.entropy_bonus, continuous.lr) == (CONTINUOUS_ENT_COEF, DEFAULT_LR)
+    vector = TrainConfig().for_env(continuous=False, vector_observations=True)
+    assert (vector.entropy_bonus, vector.lr) == (VECTOR_ENT_COEF, VECTOR_LR)
+    one_hot_or_frames = TrainConfig().for_env(continuous=False, vector_observations=False)
+    assert (one_hot_or_frames.entropy_bonus, one_hot_or_frames.lr) == (DEFAULT_ENT_COEF, DEFAULT_LR)
+    chosen = TrainConfig(ent_coef=0.2, lr=1e-3)
+    for spaces in itertools.product((False, True), repeat=2):
+        filled = chosen.for_env(*spaces)
+        assert (filled.entropy_bonus, filled.lr) == (0.2, 1e-3)
+    assert TrainConfig(noisy=True).for_env(True, True).entropy_bonus == 0.0
+    assert TrainConfig(noisy=True).for_env(False, False).entropy_bonus == 0.0
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from helpers import only_run, read_csv
 
 from a3c.checkpoint import load_checkpoint
-from a3c.config import CONTINUOUS_ENT_COEF, TrainConfig, load_toml
+from a3c.config import CONTINUOUS_ENT_COEF, DEFAULT_LR, TrainConfig, load_toml
 from a3c.trainer import train
 
 # A policy that always pushes one way scores about 9; a uniformly random one about 22.
@@ -212,7 +212,8 @@ def test_continuous_agent_trains_saves_and_replays(cli, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     run = only_run(tmp_path)
-    assert load_toml(run / "config.toml")["ent_coef"] == CONTINUOUS_ENT_COEF
+    saved = load_toml(run / "config.toml")
+    assert (saved["ent_coef"], saved["lr"]) == (CONTINUOUS_ENT_COEF, DEFAULT_LR)
     best = load_checkpoint(run / "checkpoints" / "best.pt")
     assert best["model"]["policy.mean.weight"].shape == (1, 128)
     replays = [

@@ -62,7 +62,7 @@ def make_shared(config: TrainConfig) -> SharedObjects:
         optimizer=make_shared_optimizer(
             config.optimizer,
             model.parameters(),
-            config.lr,
+            config.learning_rate,
             config.optimizer_eps,
             config.rmsprop_alpha,
         ),
