@@ -10,21 +10,28 @@ differently, and their scores are not comparable:
   probability 0.25 per frame, repeats the previous action instead (sticky actions,
   Machado et al. 2018). The wrapper does not skip again, so an agent step is 4 frames in
   both families.
+
+A worker steps its K environments as one `EnvBatch`. For Atari that is ale-py's C++
+`AtariVectorEnv`, which does the skipping, pooling, grayscale, resizing and resets itself
+without a Python loop; every other id, and the evaluator, uses gymnasium's wrappers.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 import ale_py
 import gymnasium as gym
 import numpy as np
 
 from a3c.errors import UsageError
+from a3c.faults import injects, maybe_inject
 
 # Importing ale_py registers the Atari ids; saying so keeps every process, spawned
 # workers included, seeing the same registry.
@@ -165,12 +172,18 @@ class OneHotObservation(gym.ObservationWrapper):
         return one_hot
 
 
-def make_env(env_id: str, frame_size: int = 42, render_mode: str | None = None) -> gym.Env:
+def make_env(
+    env_id: str,
+    frame_size: int = 42,
+    render_mode: str | None = None,
+    noop_max: int = ATARI_NOOP_MAX,
+) -> gym.Env:
     """The environment with the wrappers a3c uses.
 
     `RecordEpisodeStatistics` is outermost, so the episode scores it reports are the
     game's real, unclipped scores of whole games. Atari frames become `frame_size` squared
-    grayscale uint8 images; discrete observations become one-hot vectors.
+    grayscale uint8 images; discrete observations become one-hot vectors. Atari episodes
+    start with 1 to `noop_max` no-op agent steps (none with 0).
     """
     _check_registered(env_id)
     if not is_atari(env_id):
@@ -182,7 +195,7 @@ def make_env(env_id: str, frame_size: int = 42, render_mode: str | None = None) 
     emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
     env = gym.wrappers.AtariPreprocessing(
         env,
-        noop_max=ATARI_NOOP_MAX,
+        noop_max=noop_max,
         frame_skip=1 if emulator_skips else ATARI_FRAME_SKIP,
         screen_size=frame_size,
         grayscale_obs=True,
@@ -210,3 +223,218 @@ def describe_env(env_id: str, frame_size: int = 42) -> EnvInfo:
             f"{observation_space}; a3c supports flat vectors, Discrete states and Atari frames"
         )
     return EnvInfo.of(env)
+
+
+@dataclass
+class BatchStep:
+    """One step of K environments. An episode that ended was reset in the same step."""
+
+    observations: np.ndarray  # [K, ...]: a new episode's first observation where one ended
+    rewards: np.ndarray  # [K] the games' real, unclipped rewards
+    terminated: np.ndarray  # [K] bool
+    truncated: np.ndarray  # [K] bool
+    lives: np.ndarray  # [K] lives after the step; a new game's where an episode ended
+    # The last observation of each episode cut by truncation, by index: it still has a value.
+    final_observations: dict[int, np.ndarray] = field(default_factory=dict)
+    episodes: list[tuple[int, float, int]] = field(default_factory=list)  # index, score, length
+
+
+class EnvBatch(Protocol):
+    """A worker's K environments, stepped together."""
+
+    info: EnvInfo
+
+    def reset(self, seeds: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Start every environment's first episode; its observations [K, ...] and lives [K]."""
+        ...
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        """One action per environment, as the policy sampled it ([K, *action_shape])."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class GymEnvBatch:
+    """K gymnasium environments from `make_env`, stepped one after another."""
+
+    def __init__(self, envs: list[gym.Env]) -> None:
+        self.envs = envs
+        self.info = EnvInfo.of(envs[0])
+
+    def reset(self, seeds: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        observations, lives = [], []
+        for env, seed in zip(self.envs, seeds, strict=True):
+            obs, info = env.reset(seed=seed)
+            observations.append(obs)
+            lives.append(int(info.get("lives", 0)))
+        return np.stack(observations), np.array(lives)
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        count = len(self.envs)
+        result = BatchStep(
+            observations=np.empty(
+                (count, *self.info.observation_shape), self.info.observation_dtype
+            ),
+            rewards=np.zeros(count),
+            terminated=np.zeros(count, dtype=bool),
+            truncated=np.zeros(count, dtype=bool),
+            lives=np.zeros(count, dtype=np.int64),
+        )
+        for index, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, info = env.step(
+                self.info.env_action(actions[index])
+            )
+            result.rewards[index] = float(reward)
+            result.terminated[index], result.truncated[index] = terminated, truncated
+            result.lives[index] = int(info.get("lives", 0))
+            if terminated or truncated:
+                if not terminated:
+                    result.final_observations[index] = obs
+                stats = info["episode"]  # RecordEpisodeStatistics: the real score
+                result.episodes.append((index, float(stats["r"]), int(stats["l"])))
+                obs, info = env.reset()
+                result.lives[index] = int(info.get("lives", 0))
+            result.observations[index] = obs
+        return result
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _vector_settings(env_id: str, noop_max: int) -> dict[str, Any] | None:
+    """`AtariVectorEnv` arguments that play `env_id` as `make_env` does; None if none can.
+
+    Frame skip, pooling and sticky actions match `make_env` exactly. The no-op start
+    differs in its draw: `AtariPreprocessing` takes 1 to 30 no-op agent steps (1 to 30
+    frames for v4, 4 to 120 for v5, whose emulator skips), while ale-py draws 0 to
+    ``noop_max - 1`` single frames; its `noop_max` is set so the longest start is the
+    same. With `noop_max` 0, neither path takes a no-op.
+    """
+    if not is_atari(env_id):
+        return None
+    spec = gym.spec(env_id)
+    kwargs = spec.kwargs
+    skip = kwargs.get("frameskip", ATARI_FRAME_SKIP)
+    plain = kwargs.get("obs_type", "rgb") == "rgb" and not kwargs.get("continuous", False)
+    if not isinstance(skip, int) or not plain or spec.max_episode_steps is not None:
+        return None
+    if kwargs.get("mode") is not None or kwargs.get("difficulty") is not None:
+        return None
+    emulator_skips = skip != 1
+    return {
+        "game": kwargs["game"],
+        "frameskip": skip if emulator_skips else ATARI_FRAME_SKIP,
+        # make_env max-pools the last two frames only when it does the skipping itself.
+        "maxpool": not emulator_skips,
+        "noop_max": noop_max * (skip if emulator_skips else 1) + 1 if noop_max else 0,
+        "repeat_action_probability": float(kwargs.get("repeat_action_probability", 0.25)),
+        "full_action_space": bool(kwargs.get("full_action_space", False)),
+        "max_num_frames_per_episode": int(kwargs.get("max_num_frames_per_episode", 108_000)),
+    }
+
+
+def vector_env_threads(workers: int) -> int:
+    """Emulator threads per worker: the cores shared out among the workers, at least one.
+
+    A worker waits while its games step, so one thread per worker keeps a core busy per
+    worker; with fewer workers than cores the spare cores step games too.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // max(workers, 1))
+
+
+class AtariVectorBatch:
+    """K Atari games in ale-py's C++ `AtariVectorEnv`, preprocessed as `make_env` does."""
+
+    def __init__(self, settings: dict[str, Any], count: int, frame_size: int, threads: int) -> None:
+        from ale_py.vector_env import AtariVectorEnv
+        from gymnasium.vector import AutoresetMode
+
+        self.env = AtariVectorEnv(
+            num_envs=count,
+            num_threads=threads,
+            img_height=frame_size,
+            img_width=frame_size,
+            grayscale=True,
+            stack_num=1,  # the LSTM carries the history
+            use_fire_reset=False,
+            reward_clipping=False,  # the worker clips for learning; scores stay real
+            episodic_life=False,
+            life_loss_info=False,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+            **settings,
+        )
+        space = self.env.single_action_space
+        assert isinstance(space, gym.spaces.Discrete)
+        self.info = EnvInfo((frame_size, frame_size), np.dtype(np.uint8), int(space.n))
+        self.scores = np.zeros(count)
+        self.lengths = np.zeros(count, dtype=np.int64)
+
+    def reset(self, seeds: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        obs, info = self.env.reset(seed=np.asarray(seeds, dtype=np.int32))
+        self.scores[:] = 0.0
+        self.lengths[:] = 0
+        return obs[:, 0], np.asarray(info["lives"], dtype=np.int64)
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        obs, rewards, terminated, truncated, info = self.env.step(
+            np.asarray(actions, dtype=np.int32).reshape(-1)
+        )
+        rewards = np.asarray(rewards, dtype=np.float64)
+        self.scores += rewards
+        self.lengths += 1
+        result = BatchStep(
+            observations=obs[:, 0],
+            rewards=rewards,
+            terminated=np.asarray(terminated, dtype=bool),
+            truncated=np.asarray(truncated, dtype=bool),
+            lives=np.asarray(info["lives"], dtype=np.int64),
+        )
+        for index in np.flatnonzero(result.terminated | result.truncated):
+            if not result.terminated[index]:
+                result.final_observations[int(index)] = info["final_obs"][index, 0]
+            result.episodes.append(
+                (int(index), float(self.scores[index]), int(self.lengths[index]))
+            )
+            self.scores[index] = 0.0
+            self.lengths[index] = 0
+        return result
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_env_batch(
+    env_id: str,
+    count: int,
+    frame_size: int,
+    workers: int,
+    process_name: str,
+    noop_max: int = ATARI_NOOP_MAX,
+) -> EnvBatch:
+    """A worker's K environments: ale-py's vector env for the Atari ids it can play as
+    `make_env` does; `make_env`'s, stepped in a loop, for the others and for a process
+    the fault injection of the reliability tests names (it wraps gymnasium envs)."""
+    settings = _vector_settings(env_id, noop_max)
+    if settings is not None and not injects(process_name):
+        return AtariVectorBatch(settings, count, frame_size, vector_env_threads(workers))
+    envs = [make_env(env_id, frame_size=frame_size, noop_max=noop_max) for _ in range(count)]
+    return GymEnvBatch([maybe_inject(env, process_name) for env in envs])
+
+
+def atari_path(env_id: str, envs_per_worker: int, workers: int) -> str | None:
+    """How the workers step an Atari id's games, for the run's first lines; None otherwise."""
+    if not is_atari(env_id):
+        return None
+    if _vector_settings(env_id, ATARI_NOOP_MAX) is None:
+        return (
+            f"{envs_per_worker} games per worker through gymnasium's AtariPreprocessing "
+            f"(ale-py's AtariVectorEnv cannot play {env_id} as registered)"
+        )
+    threads = vector_env_threads(workers)
+    return (
+        f"{envs_per_worker} games per worker in ale-py's AtariVectorEnv, "
+        f"{threads} emulator thread{'s' * (threads > 1)} each"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ from a3c.worker import SharedObjects, parent_alive
 
 # Evaluation episodes use their own seeds, apart from every worker's (seed + rank).
 EVAL_SEED_OFFSET = 1_000_000
+# The evaluator yields the cores to the workers: on a machine with as many workers as
+# cores it used to take most of a core while it played, slowing training by about 30 %.
+# Its scores are unchanged (they belong to the snapshot taken before playing); with less
+# CPU an evaluation finishes later, so the evaluations of a busy machine are further apart.
+EVALUATOR_NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -140,8 +146,13 @@ class Evaluator:
         return self.shared.steps_done >= self.next_step
 
     def evaluate(self) -> EvalRecord:
-        """Evaluate the shared weights as they are now; write best.pt if they did best."""
+        """Evaluate the shared weights as they are now; write best.pt if they did best.
+
+        The record's step and wall time are the snapshot's: what the weights of that
+        moment score, however long the games take to play.
+        """
         step = self.shared.steps_done
+        seconds = time.time() - self.start_time
         snapshot = build_checkpoint(
             model=self.shared.model,
             optimizer=self.shared.optimizer,
@@ -149,7 +160,7 @@ class Evaluator:
             step=step,
             episodes=self.shared.episodes_done,
             best_score=None,
-            seconds=time.time() - self.start_time,
+            seconds=seconds,
         )
         self.model.load_state_dict(snapshot["model"])
         scores = play_episodes(
@@ -162,7 +173,7 @@ class Evaluator:
             should_stop=lambda: self.shared.stop.is_set() or not parent_alive(),
             noise=self.config.eval_noise,
         )
-        record = scores.record(step, time.time() - self.start_time)
+        record = scores.record(step, seconds)
         if record.mean > self.best_score:
             self.best_score = record.mean
             snapshot["best_score"] = record.mean
@@ -183,6 +194,7 @@ def run_evaluator(
 ) -> None:
     """Entry point of the evaluation process; evaluates the final weights once training ends."""
     torch.set_num_threads(1)
+    os.nice(EVALUATOR_NICENESS)
     evaluator = Evaluator(config, shared, best_checkpoint, start_time, best_score)
     with contextlib.suppress(EvaluationInterrupted), contextlib.closing(evaluator):
         while not shared.stop.is_set() and parent_alive():

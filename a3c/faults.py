@@ -53,14 +53,26 @@ class FaultInjector(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-def maybe_inject(env: gym.Env, process_name: str) -> gym.Env:
-    """`env`, wrapped with the fault A3C_FAULT asks for in this process, if any."""
+def _fault_for(process_name: str) -> list[str] | None:
+    """A3C_FAULT's fields when it names this process."""
     spec = os.environ.get(ENV_VAR)
     if not spec:
+        return None
+    fields = spec.split(":", 3)
+    return fields if len(fields) > 1 and fields[1] == process_name else None
+
+
+def injects(process_name: str) -> bool:
+    """Whether A3C_FAULT asks for a fault in the process named `process_name`."""
+    return _fault_for(process_name) is not None
+
+
+def maybe_inject(env: gym.Env, process_name: str) -> gym.Env:
+    """`env`, wrapped with the fault A3C_FAULT asks for in this process, if any."""
+    fields = _fault_for(process_name)
+    if fields is None:
         return env
-    kind, name, step, *once = spec.split(":", 3)
-    if name != process_name:
-        return env
+    kind, _, step, *once = fields
     if kind not in ("raise", "nan"):
         raise ValueError(f"{ENV_VAR}: unknown fault kind {kind!r}")
     return FaultInjector(env, kind, int(step), Path(once[0]) if once else None)

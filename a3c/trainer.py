@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from a3c.checkpoint import build_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
-from a3c.envs import describe_env
+from a3c.envs import atari_path, describe_env
 from a3c.evaluator import Evaluator, run_evaluator
 from a3c.metrics import (
     EpisodeRecord,
@@ -359,6 +359,9 @@ class Trainer:
             + (f" (resuming at {resumed:,})" if resumed else "")
             + f"; run folder {self.run_dir.path}"
         )
+        path = atari_path(config.env, config.envs_per_worker, config.workers)
+        if path is not None:
+            self._say(f"a3c: {path}")
         missing = [
             view
             for view, module in (

@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from a3c.config import TrainConfig
-from a3c.envs import EnvInfo, make_env
-from a3c.faults import maybe_inject
+from a3c.envs import make_env_batch
 from a3c.metrics import EpisodeRecord, LossStats, SkippedUpdate
 from a3c.model import ActorCritic, Scores, State, build_model
 from a3c.normalize import DiscountedReturns
@@ -175,31 +174,26 @@ class Worker:
         torch.manual_seed(config.seed + rank)
         np.random.seed(config.seed + rank)
         count = config.envs_per_worker
-        self.envs = [
-            maybe_inject(make_env(config.env, frame_size=config.frame_size), f"a3c-worker-{rank}")
-            for _ in range(count)
-        ]
+        self.envs = make_env_batch(
+            config.env, count, config.frame_size, config.workers, f"a3c-worker-{rank}"
+        )
         self.nonfinite_in_a_row = 0
         self.stats = _LossAverages()
-        self.info = EnvInfo.of(self.envs[0])
+        self.info = self.envs.info
         self.model = build_model(config, self.info)
         # NoisyNet: this worker's own noise (its seed differs from every other worker's).
         self.model.sample_noise()
-        observations, self.lives = [], []
-        for index, env in enumerate(self.envs):
-            # Environment seeds never collide across workers: rank r owns r*K .. r*K+K-1.
-            obs, info = env.reset(seed=config.seed + rank * count + index)
-            observations.append(obs)
-            self.lives.append(int(info.get("lives", 0)))
-        self.obs = np.stack(observations)
+        # Environment seeds never collide across workers: rank r owns r*K .. r*K+K-1.
+        self.obs, self.lives = self.envs.reset(
+            [config.seed + rank * count + index for index in range(count)]
+        )
         self.state = self.model.initial_state(count)
         self.returns = (
             DiscountedReturns(count, config.gamma) if self.model.return_norm is not None else None
         )
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.envs.close()
 
     def collect_rollout(self) -> Rollout:
         """Play t_max steps in each environment with the local weights, recorded by autograd.
@@ -208,7 +202,7 @@ class Worker:
         game itself, and its logged score, runs on to game over.
         """
         config = self.config
-        steps, count = config.t_max, len(self.envs)
+        steps, count = config.t_max, len(self.obs)
         state = self.state  # carried over from the last rollout, detached from its graph
         features, fed_states = [], []
         carried = torch.ones(steps, count, dtype=torch.bool)
@@ -220,42 +214,41 @@ class Worker:
         terminal = np.zeros((steps, count), dtype=bool)
         episode_end = np.zeros((steps, count), dtype=bool)
         final_values = np.zeros((steps, count), dtype=np.float32)
-        episodes = []
+        episodes: list[EpisodeRecord] = []
         observations: list[np.ndarray] | None = [] if self.model.obs_norm is not None else None
         returns: list[np.ndarray] | None = [] if self.returns is not None else None
         for t in range(steps):
             if observations is not None:
                 observations.append(self.obs.copy())
-            # A copy: autograd may keep the observations for the backward pass, and self.obs
-            # is overwritten in place below.
+            # A copy: autograd may keep the observations for the backward pass, and an env
+            # batch may reuse its observation buffer.
             step = self.model.step(torch.tensor(self.obs), state)
             features.append(step.features)
             fed_states.append(state)
             state = step.state
             actions[t] = step.action.numpy()
-            for index, env in enumerate(self.envs):
-                obs, reward, terminated, truncated, info = env.step(
-                    self.info.env_action(actions[t, index])
-                )
-                reward = float(reward)
-                rewards[t, index] = min(max(reward, -1.0), 1.0) if config.clip_rewards else reward
-                lives = int(info.get("lives", 0))
-                life_lost = config.life_loss_terminal and lives < self.lives[index]
-                self.lives[index] = lives
-                # A truncation is not a terminal: the final observation still has a value.
-                terminal[t, index] = terminated or life_lost
-                episode_end[t, index] = terminated or truncated or life_lost
-                if truncated and not terminated:
-                    final_values[t, index] = self._value(obs, state, index)
-                if terminated or truncated:
-                    stats = info["episode"]
-                    episodes.append(EpisodeRecord(self.rank, 0, float(stats["r"]), int(stats["l"])))
-                    obs, info = env.reset()
-                    self.lives[index] = int(info.get("lives", 0))
-                    state = _restart(state, index)
-                    if t + 1 < steps:
-                        carried[t + 1, index] = False
-                self.obs[index] = obs
+            result = self.envs.step(actions[t])
+            rewards[t] = (
+                np.clip(result.rewards, -1.0, 1.0) if config.clip_rewards else result.rewards
+            )
+            ended = result.terminated | result.truncated
+            # A lost life counts only while the game goes on: where an episode ended, the
+            # lives are the next game's.
+            life_lost = config.life_loss_terminal & ~ended & (result.lives < self.lives)
+            self.lives = result.lives
+            # A truncation is not a terminal: the final observation still has a value.
+            terminal[t] = result.terminated | life_lost
+            episode_end[t] = ended | life_lost
+            for index, final_obs in result.final_observations.items():
+                final_values[t, index] = self._value(final_obs, state, index)
+            episodes.extend(
+                EpisodeRecord(self.rank, 0, score, length) for _, score, length in result.episodes
+            )
+            for restarted in np.flatnonzero(ended).tolist():
+                state = _restart(state, restarted)
+                if t + 1 < steps:
+                    carried[t + 1, restarted] = False
+            self.obs = result.observations
             if self.returns is not None and returns is not None:
                 returns.append(self.returns.step(rewards[t], episode_end[t]))
         if self.model.return_norm is not None:

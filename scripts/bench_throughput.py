@@ -3,10 +3,13 @@
 For one environment, worker count, envs per worker and rollout length it measures, one
 after the other:
 
-(a) env only: as many processes as workers, each stepping its K environments (same ids,
-    same wrappers) with random actions: the most agent steps/s these cores can give;
+(a) env only: as many processes as workers, each stepping its K environments with random
+    actions through the same `EnvBatch` a worker uses: the most agent steps/s these cores
+    can give. Atari ids are measured on both paths, gymnasium's wrappers stepped in a
+    Python loop and ale-py's C++ `AtariVectorEnv` (the one workers use);
 (b) training: the real trainer with the same settings, its global step counter sampled
-    after a warm-up, and each worker's RSS and PSS at the end;
+    after a warm-up, without evaluations, and again with the preset's evaluations running
+    (the difference is what evaluating costs), and each worker's RSS and PSS at the end;
 (c) where one worker's time goes per agent step: environment, rollout (forward passes,
     the encoder's recorded by autograd), loss (the core and heads scored over the whole
     rollout), backward pass and gradient hand-off, optimiser step.
@@ -14,8 +17,11 @@ after the other:
     python scripts/bench_throughput.py --env PongNoFrameskip-v4 --workers 2
     python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4 8
     python scripts/bench_throughput.py --envs-per-worker 8 16 --t-max 20 10
+    python scripts/bench_throughput.py --training-only --eval-seconds 180
 
 Settings are the env's shipped preset; --envs-per-worker and --t-max default to the preset's.
+--training-only measures (b) with evaluations alone, through nothing but `Trainer`: it also
+runs against an older a3c (PYTHONPATH=<its checkout>), for before/after comparisons.
 """
 
 from __future__ import annotations
@@ -29,43 +35,54 @@ import threading
 import time
 from typing import Any
 
-import gymnasium as gym
+import numpy as np
 import torch
 from measure_memory import rss_and_pss_kib  # a sibling script: scripts/ is on sys.path
 
 from a3c.config import TrainConfig, find_preset, load_toml
-from a3c.envs import describe_env, make_env
-from a3c.model import build_model
-from a3c.optim import make_shared_optimizer
+from a3c.envs import is_atari
 from a3c.trainer import Trainer
-from a3c.worker import SharedObjects, Worker, apply_gradients
+
+PATHS = ("gymnasium", "vector")
 
 
-def _step_randomly(env_id: str, frame_size: int, count: int, seconds: float, out: Any) -> None:
-    envs = [make_env(env_id, frame_size=frame_size) for _ in range(count)]
-    for index, env in enumerate(envs):
-        env.reset(seed=index)
-        env.action_space.seed(index)
+# Imported where used, not above: --training-only runs against older a3c versions too.
+def _batch(config: TrainConfig, path: str) -> Any:
+    from a3c.envs import GymEnvBatch, make_env, make_env_batch
+
+    if path == "vector":
+        return make_env_batch(
+            config.env, config.envs_per_worker, config.frame_size, config.workers, "bench"
+        )
+    return GymEnvBatch(
+        [make_env(config.env, frame_size=config.frame_size) for _ in range(config.envs_per_worker)]
+    )
+
+
+def _step_randomly(config: TrainConfig, path: str, seconds: float, out: Any) -> None:
+    batch = _batch(config, path)
+    count, info = config.envs_per_worker, batch.info
+    batch.reset(list(range(count)))
+    rng = np.random.default_rng(0)
     steps, deadline = 0, time.monotonic() + seconds
     while time.monotonic() < deadline:
-        for env in envs:
-            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            if terminated or truncated:
-                env.reset()
+        if info.continuous:
+            actions = rng.uniform(-1.0, 1.0, (count, *info.action_shape)).astype(np.float32)
+        else:
+            actions = rng.integers(0, info.n_actions, count)
+        batch.step(actions)
         steps += count
+    batch.close()
     out.put(steps / seconds)
 
 
-def env_only(config: TrainConfig, seconds: float) -> float:
+def env_only(config: TrainConfig, seconds: float, path: str) -> float:
     # Not the forkserver: started here, it would lack the preloads the trainer gives it,
     # and every worker would then hold its own copy of torch (a larger PSS than a3c-train's).
     context = mp.get_context("spawn")
     results = context.Queue()
     processes = [
-        context.Process(
-            target=_step_randomly,
-            args=(config.env, config.frame_size, config.envs_per_worker, seconds, results),
-        )
+        context.Process(target=_step_randomly, args=(config, path, seconds, results))
         for _ in range(max(config.workers, 1))
     ]
     for process in processes:
@@ -103,20 +120,30 @@ def training(config: TrainConfig, seconds: float, warmup: float) -> tuple[float,
     return (n1 - n0) / (t1 - t0), rss, pss
 
 
-class _TimedEnv(gym.Wrapper):
-    def __init__(self, env: gym.Env, clock: dict[str, float]) -> None:
-        super().__init__(env)
-        self.clock = clock
+class _TimedBatch:
+    """An env batch whose steps add their time to `clock["env"]`."""
 
-    def step(self, action: Any) -> Any:
+    def __init__(self, batch: Any, clock: dict[str, float]) -> None:
+        self.batch, self.clock = batch, clock
+        self.info = batch.info
+
+    def step(self, actions: Any) -> Any:
         started = time.perf_counter()
-        result = self.env.step(action)
+        result = self.batch.step(actions)
         self.clock["env"] += time.perf_counter() - started
         return result
+
+    def close(self) -> None:
+        self.batch.close()
 
 
 def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
     """Milliseconds per agent step in one serial worker, by part."""
+    from a3c.envs import describe_env
+    from a3c.model import build_model
+    from a3c.optim import make_shared_optimizer
+    from a3c.worker import SharedObjects, Worker, apply_gradients
+
     torch.set_num_threads(1)
     model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
     model.share_memory()
@@ -130,7 +157,7 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
     )  # fmt: skip
     worker = Worker(0, config, shared)
     clock = dict.fromkeys(("env", "rollout", "loss", "backward", "optimiser"), 0.0)
-    worker.envs = [_TimedEnv(env, clock) for env in worker.envs]
+    worker.envs = _TimedBatch(worker.envs, clock)  # type: ignore[assignment]
     optimizer.register_step_pre_hook(lambda *_: clock.__setitem__("_step", time.perf_counter()))
     optimizer.register_step_post_hook(
         lambda *_: clock.__setitem__(
@@ -167,14 +194,22 @@ def main() -> int:
     parser.add_argument("--envs-per-worker", type=int, nargs="+")
     parser.add_argument("--t-max", type=int, nargs="+")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--eval-seconds",
+        type=float,
+        default=180.0,
+        help="the measurement with evaluations: long enough to take in several of them",
+    )
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--split-updates", type=int, default=20)
+    parser.add_argument("--training-only", action="store_true")
     args = parser.parse_args()
 
     preset = find_preset(args.env)
     base = TrainConfig(env=args.env)
     if preset is not None:
         base = base.replace(load_toml(preset))
+    paths = PATHS if is_atari(args.env) else PATHS[:1]
     rows = []
     splits: dict[tuple[int, int], dict[str, float]] = {}  # one serial worker: same for any count
     with tempfile.TemporaryDirectory() as run_dir:
@@ -182,31 +217,45 @@ def main() -> int:
             for envs, t_max in itertools.product(
                 args.envs_per_worker or [base.envs_per_worker], args.t_max or [base.t_max]
             ):
-                config = base.replace(
+                evaluating = base.replace(
                     {"workers": workers, "envs_per_worker": envs, "t_max": t_max,
-                     "run_dir": run_dir, "eval_interval": 10**12, "checkpoint_interval": 10**12,
-                     "total_steps": 10**12},
+                     "run_dir": run_dir, "checkpoint_interval": 10**12, "total_steps": 10**12},
                 )  # fmt: skip
-                env_rate = env_only(config, args.seconds)
+                config = evaluating.replace({"eval_interval": 10**12})
+                if args.training_only:
+                    rate, _, _ = training(evaluating, args.eval_seconds, args.warmup)
+                    print(f"workers {workers}  envs/worker {envs}  t_max {t_max}  "
+                          f"training with evaluations {rate:7.0f}/s", flush=True)  # fmt: skip
+                    continue
+                env_rates = [env_only(config, args.seconds, path) for path in paths]
                 train_rate, rss, pss = training(config, args.seconds, args.warmup)
+                evaluated_rate, _, _ = training(evaluating, args.eval_seconds, args.warmup)
                 if (envs, t_max) not in splits:
                     splits[envs, t_max] = time_split(config, args.split_updates)
-                rows.append((workers, envs, t_max, env_rate, train_rate, rss, pss))
+                rows.append((workers, envs, t_max, env_rates, train_rate, evaluated_rate, rss, pss))
                 print(
-                    f"workers {workers:>2}  envs/worker {envs:>2}  t_max {t_max:>2}  "
-                    f"env-only {env_rate:7.0f}/s  training {train_rate:7.0f}/s  "
-                    f"ratio {train_rate / env_rate:.2f}  "
-                    f"worker RSS {rss:.0f} MiB, PSS {pss:.0f} MiB",
+                    f"workers {workers:>2}  envs/worker {envs:>2}  t_max {t_max:>2}  env-only "
+                    + ", ".join(f"{p} {r:7.0f}/s" for p, r in zip(paths, env_rates, strict=True))
+                    + f"  training {train_rate:7.0f}/s, with evaluations {evaluated_rate:7.0f}/s"
+                    f"  worker RSS {rss:.0f} MiB, PSS {pss:.0f} MiB",
                     flush=True,
                 )
+    if args.training_only:
+        return 0
 
-    print(f"\n{args.env}, preset {preset.name if preset else 'none'}")
-    print("| workers | envs/worker | t_max | env-only steps/s | training steps/s | ratio "
+    print(f"\n{args.env}, preset {preset.name if preset else 'none'}; env-only by path, "
+          "training through the path workers use; ratio: training without evaluations over "
+          "the fastest env-only")  # fmt: skip
+    print("| workers | envs/worker | t_max | "
+          + " | ".join(f"env-only {p}, steps/s" for p in paths)
+          + " | training, steps/s | with evaluations, steps/s | ratio "
           "| RSS per worker, MiB | PSS per worker, MiB |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for workers, envs, t_max, env_rate, train_rate, rss, pss in rows:
-        print(f"| {workers} | {envs} | {t_max} | {env_rate:,.0f} | {train_rate:,.0f} | "
-              f"{train_rate / env_rate:.2f} | {rss:.0f} | {pss:.0f} |")  # fmt: skip
+    print("|---:|---:|---:|" + "---:|" * (len(paths) + 5))
+    for workers, envs, t_max, env_rates, train_rate, evaluated_rate, rss, pss in rows:
+        print(f"| {workers} | {envs} | {t_max} | "
+              + " | ".join(f"{r:,.0f}" for r in env_rates)
+              + f" | {train_rate:,.0f} | {evaluated_rate:,.0f} | "
+              f"{train_rate / max(env_rates):.2f} | {rss:.0f} | {pss:.0f} |")  # fmt: skip
     print("\nms per agent step in one worker (serial, one core):")
     parts = list(next(iter(splits.values())))
     print("| envs/worker | t_max | " + " | ".join(parts) + " | total |")

@@ -6,13 +6,21 @@ import multiprocessing as mp
 import queue
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from helpers import only_run, read_csv
 
 from a3c.config import TrainConfig, find_preset
-from a3c.envs import describe_env, make_env
+from a3c.envs import (
+    AtariVectorBatch,
+    GymEnvBatch,
+    atari_path,
+    describe_env,
+    make_env,
+    make_env_batch,
+)
 from a3c.errors import UsageError
 from a3c.evaluator import play_episodes
 from a3c.model import ActorCritic, build_model
@@ -45,6 +53,115 @@ def test_each_agent_step_is_exactly_four_emulator_frames(env_id: str) -> None:
         assert not (terminated or truncated)
         assert ale.getEpisodeFrameNumber() - before == 4
     env.close()
+
+    # The vector path, which workers use, steps the same four frames.
+    batch = vector_batch(env_id, 3)
+    batch.reset([0, 1, 2])
+    before = None
+    for _ in range(50):
+        _, _, terminated, truncated, info = batch.env.step(np.zeros(3, dtype=np.int32))
+        assert not (terminated.any() or truncated.any())
+        if before is not None:
+            assert (info["episode_frame_number"] - before == 4).all()
+        before = info["episode_frame_number"]
+    batch.close()
+
+
+def vector_batch(env_id: str, count: int, noop_max: int = 30) -> AtariVectorBatch:
+    batch = make_env_batch(env_id, count, 42, workers=1, process_name="test", noop_max=noop_max)
+    assert isinstance(batch, AtariVectorBatch), "workers step Atari games in ale-py's vector env"
+    return batch
+
+
+def gymnasium_batch(env_id: str, count: int, noop_max: int = 30) -> GymEnvBatch:
+    return GymEnvBatch([make_env(env_id, noop_max=noop_max) for _ in range(count)])
+
+
+def play_both(env_id: str, steps: int, count: int = 2, noop_max: int = 0):
+    """Both paths through the same actions, step by step: pairs of BatchStep."""
+    vector, gymnasium = (
+        vector_batch(env_id, count, noop_max),
+        gymnasium_batch(env_id, count, noop_max),
+    )
+    assert vector.info == gymnasium.info
+    first = [batch.reset(list(range(count))) for batch in (vector, gymnasium)]
+    actions = np.random.default_rng(0).integers(0, vector.info.n_actions, (steps, count))
+    pairs = [(vector.step(a), gymnasium.step(a)) for a in actions]
+    vector.close()
+    gymnasium.close()
+    return first, pairs
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4"])
+def test_the_vector_path_replays_the_gymnasium_path_frame_for_frame(env_id: str) -> None:
+    """v4 without sticky actions is deterministic once the no-ops are fixed (none): the
+    same actions give the same frames, real rewards, lives, episode ends and scores."""
+    ((v_obs, v_lives), (g_obs, g_lives)), pairs = play_both(env_id, steps=1100)
+    assert v_obs.shape == g_obs.shape == (2, 42, 42) and v_obs.dtype == g_obs.dtype == np.uint8
+    assert np.array_equal(v_obs, g_obs) and np.array_equal(v_lives, g_lives)
+    scores, running = [], np.zeros(2)
+    for vector, gymnasium in pairs:
+        assert np.array_equal(vector.observations, gymnasium.observations)
+        for name in ("rewards", "terminated", "truncated", "lives"):
+            assert np.array_equal(getattr(vector, name), getattr(gymnasium, name)), name
+        assert vector.episodes == gymnasium.episodes
+        running += vector.rewards
+        for index, score, _ in vector.episodes:
+            assert score == running[index], "an episode's score is the sum of its real rewards"
+            scores.append(score)
+            running[index] = 0.0
+    # Real scores, not clipped ones: every random game of Pong ends at 21 points to the
+    # opponent.
+    assert len(scores) >= 2
+    if env_id.startswith("Pong"):
+        assert all(-21 <= score <= -19 for score in scores)
+
+
+def test_a_truncated_episode_keeps_its_last_frame_on_both_paths() -> None:
+    """A truncation resets in the same step; the frame the episode was cut at comes back
+    apart from the new episode's first frame, for the critic's bootstrap."""
+    gym.register(
+        "a3c-test/PongShort-v4",
+        entry_point="ale_py.env:AtariEnv",
+        kwargs={"game": "pong", "frameskip": 1, "repeat_action_probability": 0.0,
+                "max_num_frames_per_episode": 400},
+    )  # fmt: skip
+    _, pairs = play_both("a3c-test/PongShort-v4", steps=100)
+    vector, gymnasium = pairs[-1]
+    assert vector.truncated.all() and not vector.terminated.any()
+    assert [length for _, _, length in vector.episodes] == [100, 100]
+    assert vector.episodes == gymnasium.episodes
+    for index in (0, 1):
+        cut_at = vector.final_observations[index]
+        assert np.array_equal(cut_at, gymnasium.final_observations[index])
+        assert not np.array_equal(cut_at, vector.observations[index])
+    assert np.array_equal(vector.observations, gymnasium.observations)
+
+
+def test_sticky_v5_frames_look_the_same_on_both_paths() -> None:
+    """v5's sticky actions draw from each path's own generator, so the games part at the
+    first step; the frames still have one shape, dtype and pixel statistics."""
+    _, pairs = play_both("ALE/Pong-v5", steps=600, count=4, noop_max=30)
+    vector = np.stack([v.observations for v, _ in pairs]).astype(np.float64)
+    gymnasium = np.stack([g.observations for _, g in pairs]).astype(np.float64)
+    assert vector.shape == gymnasium.shape
+    assert abs(vector.mean() - gymnasium.mean()) < 0.01 * gymnasium.mean()
+    assert abs(vector.std() - gymnasium.std()) < 0.02 * gymnasium.std()
+    # The share of pixels at each grey level: the same picture of a court, paddles and ball.
+    shares = [
+        np.bincount(f.astype(np.int64).ravel(), minlength=256) / f.size for f in (vector, gymnasium)
+    ]
+    assert 0.5 * np.abs(shares[0] - shares[1]).sum() < 0.01
+
+
+def test_the_run_says_how_its_workers_step_the_games() -> None:
+    assert "1 emulator thread each" in atari_path("PongNoFrameskip-v4", 16, workers=64)
+    # Pong-v4 skips 2 to 4 frames at random, which the vector env cannot do.
+    assert "gymnasium's AtariPreprocessing" in atari_path("Pong-v4", 8, workers=2)
+    assert atari_path("CartPole-v1", 1, workers=2) is None
+    batch = make_env_batch("Pong-v4", 2, 42, workers=2, process_name="test")
+    assert isinstance(batch, GymEnvBatch)
+    batch.close()
 
 
 def test_removed_ids_name_their_replacement() -> None:
@@ -174,6 +291,7 @@ def test_two_workers_train_on_pong_through_the_command(cli, tmp_path: Path) -> N
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
+    assert "16 games per worker in ale-py's AtariVectorEnv" in result.stdout
     run = only_run(tmp_path)
     evals = read_csv(run / "eval.csv")
     assert evals and all(float(row["mean_length"]) <= 200 for row in evals)

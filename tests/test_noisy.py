@@ -110,14 +110,16 @@ def test_rollout_is_scored_with_the_noise_that_played_it(changes: dict[str, obje
     torch.manual_seed(0)
     config = noisy_config(**changes)
     worker = Worker(0, config, make_shared(config))
-    worker.envs = [ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
+    worker.envs.envs = [
+        ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs.envs)
+    ]
     model = worker.model
     played_with = epsilons(model)
     assert all(e.any() for e in played_with), "a worker starts with its own noise"
     rollout = worker.collect_rollout()
     assert all(torch.equal(a, b) for a, b in zip(epsilons(model), played_with, strict=True))
     for t, actions in enumerate(rollout.actions):
-        assert all(r.steps[t][1] == a for r, a in zip(worker.envs, actions, strict=True))
+        assert all(r.steps[t][1] == a for r, a in zip(worker.envs.envs, actions, strict=True))
     gradients, reference = assert_loss_is_the_replayed_loss(worker, rollout)
     assert all(g.abs().sum() > 0 for name, g in gradients.items() if name.endswith("sigma"))
 

@@ -140,7 +140,7 @@ def test_actions_map_onto_the_bounds_and_are_clipped_only_for_the_env() -> None:
     config = TrainConfig(env="a3c-test/Bounds-v0", workers=0, t_max=40, envs_per_worker=1)
     worker = Worker(0, config, make_shared(config))
     rollout = worker.collect_rollout()
-    env = worker.envs[0].unwrapped
+    env = worker.envs.envs[0].unwrapped
     worker.close()
     assert rollout.actions.shape == (40, 1, 2) and rollout.actions.dtype == np.float32
     assert (np.abs(rollout.actions) > 1).any(), "std 0.9: some samples leave [-1, 1]"
@@ -168,7 +168,9 @@ def test_gaussian_rollout_is_scored_as_a_step_by_step_replay(
         noisy=noisy,
     )
     worker = Worker(0, config, make_shared(config))
-    worker.envs = [ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
+    worker.envs.envs = [
+        ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs.envs)
+    ]
     rollout = worker.collect_rollout()
     worker.close()
     gradients, _ = assert_loss_is_the_replayed_loss(worker, rollout)

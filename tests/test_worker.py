@@ -145,15 +145,15 @@ def assert_loss_is_the_replayed_loss(
     model.zero_grad()
     worker.loss(rollout).total.backward()
     ours = {name: p.grad.clone() for name, p in model.named_parameters()}
-    state = model.initial_state(len(worker.envs))
+    state = model.initial_state(len(worker.envs.envs))
     log_probs, entropies, values, beyond = [], [], [], []
-    ended = torch.zeros(len(worker.envs), dtype=torch.bool)
+    ended = torch.zeros(len(worker.envs.envs), dtype=torch.bool)
     for t in range(len(rollout.actions)):
         if state is not None:
             keep = (~ended).float().unsqueeze(1)
             state = (state[0] * keep, state[1] * keep)
-        obs = torch.from_numpy(np.stack([r.steps[t][0] for r in worker.envs]))
-        ended = torch.tensor([r.steps[t][2] for r in worker.envs])
+        obs = torch.from_numpy(np.stack([r.steps[t][0] for r in worker.envs.envs]))
+        ended = torch.tensor([r.steps[t][2] for r in worker.envs.envs])
         params, value, state = model(obs, state)
         distribution = model.actions.distribution(params)
         taken = torch.from_numpy(rollout.actions[t])
@@ -185,7 +185,9 @@ def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
     torch.manual_seed(0)
     config = TrainConfig(env="CartPole-v1", workers=0, t_max=30, envs_per_worker=2, lstm=True)
     worker = Worker(0, config, make_shared(config))
-    worker.envs = [ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs)]
+    worker.envs.envs = [
+        ActionRecorder(env, worker.obs[i]) for i, env in enumerate(worker.envs.envs)
+    ]
     worker.collect_rollout()  # the second rollout starts from a carried-over LSTM state
     rollout = worker.collect_rollout()
     worker.close()
@@ -194,7 +196,7 @@ def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
     worker.loss(rollout).total.backward()
     ours = [p.grad.clone() for p in model.parameters()]
 
-    recorders = worker.envs
+    recorders = worker.envs.envs
     state = model.initial_state(2)
     log_probs, entropies, values, ended = [], [], [], torch.zeros(2, dtype=torch.bool)
     for t in range(2 * config.t_max):
