@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,11 +25,6 @@ from a3c.worker import SharedObjects, parent_alive
 
 # Evaluation episodes use their own seeds, apart from every worker's (seed + rank).
 EVAL_SEED_OFFSET = 1_000_000
-# The evaluator yields the cores to the workers: on a machine with as many workers as
-# cores it used to take most of a core while it played, slowing training by about 30 %.
-# Its scores are unchanged (they belong to the snapshot taken before playing); with less
-# CPU an evaluation finishes later, so the evaluations of a busy machine are further apart.
-EVALUATOR_NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -194,7 +188,6 @@ def run_evaluator(
 ) -> None:
     """Entry point of the evaluation process; evaluates the final weights once training ends."""
     torch.set_num_threads(1)
-    os.nice(EVALUATOR_NICENESS)
     evaluator = Evaluator(config, shared, best_checkpoint, start_time, best_score)
     with contextlib.suppress(EvaluationInterrupted), contextlib.closing(evaluator):
         while not shared.stop.is_set() and parent_alive():

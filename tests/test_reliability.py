@@ -20,7 +20,6 @@ from helpers import only_run, process_group, read_csv
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
-from a3c.evaluator import EVALUATOR_NICENESS
 from a3c.trainer import Terminated, Trainer
 
 LONG_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "10000000"]
@@ -135,22 +134,6 @@ def test_a_worker_killed_by_a_signal_is_restarted(cli, tmp_path: Path) -> None:
     assert returncode == 0, err
     assert "a3c-worker-0 was killed by signal 9; restarting it" in err
     assert "1 process restarts" in out
-    assert cli.wait_for_no_leftovers() == []
-
-
-def test_the_evaluator_yields_the_cores_to_the_workers(cli, tmp_path: Path) -> None:
-    process = cli.start("a3c-train", *LONG_RUN, "--run-dir", str(tmp_path))
-    wait_until_training(cli, tmp_path)
-    evaluator = cli.wait_for_process("a3c-evaluator")
-    worker = cli.wait_for_process("a3c-worker-0")
-    deadline = time.monotonic() + 30
-    while os.getpriority(os.PRIO_PROCESS, evaluator) == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)  # the process is named before it lowers its priority
-    assert os.getpriority(os.PRIO_PROCESS, evaluator) == EVALUATOR_NICENESS
-    assert os.getpriority(os.PRIO_PROCESS, worker) == os.getpriority(os.PRIO_PROCESS, 0)
-    process.send_signal(signal.SIGINT)
-    returncode, _, err = finish(process, seconds=60)
-    assert returncode == 130, err
     assert cli.wait_for_no_leftovers() == []
 
 
