@@ -65,7 +65,8 @@ def _option(
     return field(default=default, metadata=metadata)
 
 
-def _cpu_count() -> int:
+def available_cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -131,7 +132,7 @@ class TrainConfig:
     )
     # ----------------------------------------------------- rollout, returns and loss
     workers: int = _option(
-        default_factory=_cpu_count,
+        default_factory=available_cores,
         group=ROLLOUT,
         default_text="CPU cores",
         help="training processes; 0 runs one worker inside the main process, for debugging",

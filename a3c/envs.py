@@ -19,7 +19,6 @@ without a Python loop; every other id, and the evaluator, uses gymnasium's wrapp
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
+from a3c.config import available_cores
 from a3c.errors import UsageError
 from a3c.faults import injects, maybe_inject
 
@@ -328,7 +328,7 @@ def _vector_settings(env_id: str, noop_max: int) -> dict[str, Any] | None:
         "frameskip": skip if emulator_skips else ATARI_FRAME_SKIP,
         # make_env max-pools the last two frames only when it does the skipping itself.
         "maxpool": not emulator_skips,
-        "noop_max": noop_max * (skip if emulator_skips else 1) + 1 if noop_max else 0,
+        "noop_max": noop_max * skip + 1 if noop_max else 0,  # skip: frames per no-op step
         "repeat_action_probability": float(kwargs.get("repeat_action_probability", 0.25)),
         "full_action_space": bool(kwargs.get("full_action_space", False)),
         "max_num_frames_per_episode": int(kwargs.get("max_num_frames_per_episode", 108_000)),
@@ -341,8 +341,7 @@ def vector_env_threads(workers: int) -> int:
     A worker waits while its games step, so one thread per worker keeps a core busy per
     worker; with fewer workers than cores the spare cores step games too.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // max(workers, 1))
+    return max(1, available_cores() // max(workers, 1))
 
 
 class AtariVectorBatch:
