@@ -65,7 +65,12 @@ def eval_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "path", metavar="PATH", help="checkpoint file, or a run folder (plays its best.pt)"
     )
-    parser.add_argument("--episodes", type=int, default=10, help="episodes to play (default: 10)")
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes to play (default: the run's --eval-episodes)",
+    )
     parser.add_argument(
         "--seed",
         type=int,
@@ -109,7 +114,7 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         from a3c.evaluator import evaluate_checkpoint
 
-        if args.episodes < 1:
+        if args.episodes is not None and args.episodes < 1:
             raise UsageError(f"--episodes must be >= 1 (got {args.episodes})")
         report = evaluate_checkpoint(
             args.path,
@@ -126,12 +131,19 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
 
 
 def format_report(report: dict[str, object]) -> str:
-    return (
+    text = (
         f"{report['env']} ({report['episodes']} episodes, {report['policy']}"
         f"{', sampled noise' if report['noise'] else ''}, "
         f"seed {report['seed']}): score {report['mean']:.2f} ± {report['std']:.2f}, "
         f"min {report['min']:g}, max {report['max']:g}, mean length {report['mean_length']:.1f}"
     )
+    if "video_scores" in report:
+        text += (
+            f"\nwarning: replayed for the video, the episodes scored {report['video_scores']}: "
+            f"{report['env']} does not repeat an episode from its seed and actions, so the "
+            "video shows other games than the ones scored"
+        )
+    return text
 
 
 def plot_parser() -> argparse.ArgumentParser:

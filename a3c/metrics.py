@@ -34,6 +34,7 @@ class EvalRecord:
     min: float
     max: float
     mean_length: float
+    episodes: int  # how many games the mean is over
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
@@ -265,14 +266,24 @@ class ActorCritic(nn.Module):
         obs: torch.Tensor,
         state: State,
         greedy: bool = False,
-        generator: torch.Generator | None = None,
+        generators: Sequence[torch.Generator] | None = None,
     ) -> tuple[torch.Tensor, State]:
-        """Actions [B, ...] for observations [B, ...]: sampled, or the most probable if greedy."""
+        """Actions [B, ...] for observations [B, ...]: sampled, or the most probable if greedy.
+
+        With `generators`, one per row, row i's sample is drawn from generators[i] alone,
+        so an evaluation episode plays the same whichever episodes share its batch.
+        """
         hidden, state = self._hidden(obs, state)
         params = self.policy(hidden)
         if greedy:
             return self.actions.greedy(params), state
-        return self.actions.sample(params, generator), state
+        if generators is None:
+            return self.actions.sample(params), state
+        rows = [
+            self.actions.sample(params[row : row + 1], generator)
+            for row, generator in enumerate(generators)
+        ]
+        return torch.cat(rows), state
 
     def step(self, obs: torch.Tensor, state: State) -> Step:
         """Sample actions for observations [B, ...]; autograd records only the encoder.

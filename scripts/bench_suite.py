@@ -198,6 +198,7 @@ def sb3_child(env_id: str, seed: int, seconds: float, task: Task, keep: Path | N
                 min=min(scores),
                 max=max(scores),
                 mean_length=statistics.fmean(lengths),
+                episodes=len(scores),
             )
         )
         if solved is None and mean >= task.solved:

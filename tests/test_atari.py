@@ -265,7 +265,7 @@ def test_a_lost_life_is_terminal_for_learning_but_does_not_end_the_game() -> Non
 def test_evaluation_episodes_are_capped() -> None:
     env = make_env("BreakoutNoFrameskip-v4")
     model = ActorCritic((42, 42), int(env.action_space.n), hidden_size=32)
-    scores = play_episodes(model, env, episodes=2, seed=0, greedy=True, max_steps=60)
+    scores = play_episodes(model, [env], episodes=2, seed=0, greedy=True, max_steps=60)
     env.close()
     # A Breakout game lasts five lost balls, far more than 60 steps.
     assert scores.lengths == [60, 60]

@@ -178,11 +178,22 @@ def test_eval_is_reproducible_and_matches_the_logged_score(cli, cartpole_run: Pa
     assert text.returncode == 0 and "score" in text.stdout and "sample" in text.stdout
 
 
-def test_eval_records_a_video(cli, cartpole_run: Path, tmp_path: Path) -> None:
+def test_eval_records_a_video_of_the_games_it_scored(
+    cli, cartpole_run: Path, tmp_path: Path
+) -> None:
+    import imageio.v2 as imageio
+
     video = tmp_path / "cartpole.mp4"
-    result = cli.run("a3c-eval", str(cartpole_run), "--episodes", "1", "--video", str(video))
+    args = ("a3c-eval", str(cartpole_run), "--episodes", "2", "--json", "--sample")
+    result = cli.run(*args, "--video", str(video))
     assert result.returncode == 0, result.stderr
-    assert video.stat().st_size > 1000
+    report = json.loads(result.stdout)
+    # The video replays the scored episodes: the same scores, one frame per reset and step.
+    assert "video_scores" not in report
+    assert report["scores"] == json.loads(cli.run(*args).stdout)["scores"]
+    reader = imageio.get_reader(video)
+    assert reader.count_frames() == sum(report["lengths"]) + 2
+    reader.close()
 
 
 def assert_refused(result, expected: str) -> None:

@@ -38,13 +38,29 @@ def test_sampling_follows_the_policy_and_is_reproducible() -> None:
     with torch.no_grad():
         model.policy.weight.normal_(0, 1.0)
     obs = torch.randn(1, 4).expand(20_000, 4)
-    first, _ = model.act(obs, None, generator=torch.Generator().manual_seed(1))
-    again, _ = model.act(obs, None, generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(1)
+    first, _ = model.act(obs, None)
+    torch.manual_seed(1)
+    again, _ = model.act(obs, None)
     assert torch.equal(first, again)
     probs = torch.softmax(model(obs[:1], None)[0], -1)[0]
     frequencies = torch.bincount(first, minlength=3).double() / len(first)
     # 20k samples: the standard error of each frequency is below 0.004
     torch.testing.assert_close(frequencies, probs.double(), atol=0.02, rtol=0)
+
+
+def test_a_row_with_its_own_generator_samples_the_same_in_any_batch() -> None:
+    torch.manual_seed(0)
+    model = ActorCritic((4,), 6, hidden_size=16, lstm=False)
+    obs = torch.randn(1, 4).expand(200, 4)
+    generators = [torch.Generator().manual_seed(seed) for seed in range(200)]
+    batch, _ = model.act(obs, None, generators=generators)
+    alone = [
+        model.act(obs[:1], None, generators=[torch.Generator().manual_seed(seed)])[0].item()
+        for seed in range(200)
+    ]
+    assert batch.tolist() == alone
+    assert len(set(alone)) > 1  # the seeds, not the batch, decide
 
 
 def test_step_samples_as_act_does_and_records_the_encoder(model: ActorCritic) -> None:

@@ -160,13 +160,13 @@ def test_greedy_evaluation_without_noise_is_deterministic_and_with_noise_seeded(
     model = build_model(config, EnvInfo.of(env))
     model.sample_noise()  # as a worker's model would be: evaluation must drop it
     runs = [
-        play_episodes(model, env, 3, seed=11, greedy=True, max_steps=500).scores for _ in range(2)
+        play_episodes(model, [env], 3, seed=11, greedy=True, max_steps=500).scores for _ in range(2)
     ]
     assert runs[0] == runs[1]
     model.remove_noise()
-    assert play_episodes(model, env, 3, seed=11, greedy=True, max_steps=500).scores == runs[0]
+    assert play_episodes(model, [env], 3, seed=11, greedy=True, max_steps=500).scores == runs[0]
     noisy = [
-        play_episodes(model, env, 5, seed=11, greedy=True, max_steps=500, noise=True)
+        play_episodes(model, [env], 5, seed=11, greedy=True, max_steps=500, noise=True)
         for _ in range(2)
     ]
     assert noisy[0].scores == noisy[1].scores

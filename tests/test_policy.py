@@ -190,9 +190,9 @@ def test_greedy_continuous_evaluation_plays_the_mean_and_repeats() -> None:
     config = TrainConfig(env="Pendulum-v1")
     env = make_env(config.env)
     model = build_model(config, EnvInfo.of(env))
-    first = play_episodes(model, env, 2, seed=5, greedy=True, max_steps=200)
-    again = play_episodes(model, env, 2, seed=5, greedy=True, max_steps=200)
-    sampled = play_episodes(model, env, 2, seed=5, greedy=False, max_steps=200)
+    first = play_episodes(model, [env], 2, seed=5, greedy=True, max_steps=200)
+    again = play_episodes(model, [env], 2, seed=5, greedy=True, max_steps=200)
+    sampled = play_episodes(model, [env], 2, seed=5, greedy=False, max_steps=200)
     env.close()
     assert first.scores == again.scores
     assert sampled.scores != first.scores

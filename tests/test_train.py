@@ -42,6 +42,7 @@ def test_two_workers_learn_cartpole_and_leave_a_complete_run(cli, tmp_path: Path
     evals = read_csv(run / "eval.csv")
     steps = [int(row["step"]) for row in evals]
     assert steps == sorted(steps) and steps[-1] >= 40000
+    assert {row["episodes"] for row in evals} == {str(config.eval_episodes)}
     assert max(float(row["mean"]) for row in evals) >= CLEARLY_ABOVE_RANDOM
 
     episodes = read_csv(run / "episodes.csv")
