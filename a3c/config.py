@@ -30,7 +30,8 @@ OPTIMISER = "optimiser"
 MODEL = "model"
 EVALUATION = "evaluation"
 RUN = "checkpoints and run"
-GROUPS = (ENVIRONMENT, ROLLOUT, OPTIMISER, MODEL, EVALUATION, RUN)
+NODES = "several machines (under torchrun)"
+GROUPS = (ENVIRONMENT, ROLLOUT, OPTIMISER, MODEL, EVALUATION, RUN, NODES)
 
 
 def _option(
@@ -294,6 +295,19 @@ class TrainConfig:
         help="stop after this many skipped updates in a row (non-finite loss or gradient)",
         minimum=1,
     )
+    # ------------------------------------------------------------ several machines
+    sync_interval: float = _option(
+        10.0,
+        group=NODES,
+        help="seconds between the machines' meetings, which average their weights",
+        above=0.0,
+    )
+    node_timeout: float = _option(
+        120.0,
+        group=NODES,
+        help="seconds a machine waits at a meeting for the others",
+        above=0.0,
+    )
 
     def validate(self) -> TrainConfig:
         """Raise `UsageError` naming the first out-of-range value; return self otherwise."""
@@ -317,6 +331,12 @@ class TrainConfig:
                 raise UsageError(f"{flag} must be <= {meta['maximum']:g} (got {value})")
         if not self.env:
             raise UsageError("--env must name a gymnasium environment")
+        if self.node_timeout <= self.sync_interval:
+            # A node that stops early calls its meeting at once and waits for the others'.
+            raise UsageError(
+                f"--node-timeout ({self.node_timeout:g} s) must be longer than "
+                f"--sync-interval ({self.sync_interval:g} s)"
+            )
         if not self.noisy:
             for name, default in NOISE_SETTINGS.items():
                 if getattr(self, name) != default:
@@ -609,8 +629,8 @@ def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
     run.add_argument(
         "--resume",
         metavar="PATH",
-        help="continue a checkpoint (or a run folder's latest.pt) with its optimiser and "
-        "settings; flags may change all but the model's shape",
+        help="continue a checkpoint or a run folder's latest.pt; flags may change all "
+        "but the model's shape",
     )
     run.add_argument("--quiet", action="store_true", help="no progress output (default: off)")
     return parser

@@ -203,15 +203,16 @@ class Evaluator:
         """
         step = self.shared.steps_done
         seconds = time.time() - self.start_time
-        snapshot = build_checkpoint(
-            model=self.shared.model,
-            optimizer=self.shared.optimizer,
-            config=self.config,
-            step=step,
-            episodes=self.shared.episodes_done,
-            best_score=None,
-            seconds=seconds,
-        )
+        with self.shared.updates_paused():  # never a meeting's half-written weights
+            snapshot = build_checkpoint(
+                model=self.shared.model,
+                optimizer=self.shared.optimizer,
+                config=self.config,
+                step=step,
+                episodes=self.shared.episodes_done,
+                best_score=None,
+                seconds=seconds,
+            )
         self.model.load_state_dict(snapshot["model"])
         scores = play_episodes(
             self.model,

@@ -113,6 +113,10 @@ class _CsvLog:
         self._file.close()
 
 
+# In each run folder of a node of several: torchrun's run id, by which a restart finds it.
+GROUP_FILE = "torchrun-run-id"
+
+
 class RunDirectory:
     """``<run_dir>/<env>-<yyyymmdd-hhmmss>/`` with config.toml, the CSV logs and checkpoints/."""
 
@@ -125,6 +129,7 @@ class RunDirectory:
         self.skipped = _CsvLog(path / "skipped_updates.csv", SkippedUpdate)
         self.losses = _CsvLog(path / "losses.csv", LossStats)
         self._errors_path = path / "errors.log"
+        self._extra_logs: list[_CsvLog] = []
 
     def log_error(self, text: str) -> None:
         """Append a report (a traceback, say) to errors.log, flushed at once."""
@@ -132,11 +137,16 @@ class RunDirectory:
             file.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text.rstrip()}\n")
 
     @classmethod
-    def create(cls, config: TrainConfig) -> RunDirectory:
+    def create(cls, config: TrainConfig, group_id: str | None = None) -> RunDirectory:
         """A new, uniquely named run folder, with the config written into it."""
-        parent = Path(config.run_dir)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = f"{config.env.replace('/', '-')}-{stamp}"
+        return cls.named(config, f"{config.env.replace('/', '-')}-{stamp}", group_id)
+
+    @classmethod
+    def named(cls, config: TrainConfig, base: str, group_id: str | None = None) -> RunDirectory:
+        """A new run folder called `base` (or `base-2`, ... if taken), with the config, and
+        for a node of several the group's torchrun run id (`GROUP_FILE`)."""
+        parent = Path(config.run_dir)
         try:
             parent.mkdir(parents=True, exist_ok=True)
             for attempt in range(1, 1000):
@@ -147,9 +157,33 @@ class RunDirectory:
                 except FileExistsError:
                     continue
             (path / "config.toml").write_text(to_toml(config))
+            if group_id is not None:
+                (path / GROUP_FILE).write_text(group_id + "\n")
             return cls(path)
         except OSError as error:
             raise UsageError(f"cannot write the run folder under {parent}: {error}") from None
+
+    @classmethod
+    def reopen(cls, config: TrainConfig, path: Path) -> RunDirectory:
+        """An existing run folder, its logs appended to, its config rewritten."""
+        try:
+            (path / "config.toml").write_text(to_toml(config))
+            return cls(path)
+        except OSError as error:
+            raise UsageError(f"cannot write the run folder {path}: {error}") from None
+
+    @classmethod
+    def of_group(cls, config: TrainConfig, group_id: str) -> RunDirectory | None:
+        """The newest node-0 run folder of the torchrun group `group_id`, reopened."""
+        parent = Path(config.run_dir)
+        found = [
+            marker.parent
+            for marker in parent.glob(f"*/{GROUP_FILE}")
+            if marker.read_text().strip() == group_id and "-node" not in marker.parent.name
+        ]
+        if not found:
+            return None
+        return cls.reopen(config, max(found, key=lambda folder: folder.stat().st_mtime))
 
     @classmethod
     def continue_or_create(cls, config: TrainConfig, checkpoint: Path | None) -> RunDirectory:
@@ -157,11 +191,7 @@ class RunDirectory:
         if checkpoint is not None:
             folder = checkpoint.resolve().parent.parent
             if (folder / "config.toml").is_file() and checkpoint.parent.name == "checkpoints":
-                try:
-                    (folder / "config.toml").write_text(to_toml(config))
-                    return cls(folder)
-                except OSError as error:
-                    raise UsageError(f"cannot write the run folder {folder}: {error}") from None
+                return cls.reopen(config, folder)
         return cls.create(config)
 
     def check_space(self, nbytes: int) -> None:
@@ -179,6 +209,12 @@ class RunDirectory:
         finally:
             probe.unlink(missing_ok=True)
 
+    def open_log(self, name: str, record_type: type) -> _CsvLog:
+        """Another CSV log in this folder, one column per field of `record_type`."""
+        log = _CsvLog(self.path / name, record_type)
+        self._extra_logs.append(log)
+        return log
+
     @property
     def latest_checkpoint(self) -> Path:
         return self.checkpoints / "latest.pt"
@@ -188,10 +224,8 @@ class RunDirectory:
         return self.checkpoints / "best.pt"
 
     def close(self) -> None:
-        self.episodes.close()
-        self.evals.close()
-        self.skipped.close()
-        self.losses.close()
+        for log in (self.episodes, self.evals, self.skipped, self.losses, *self._extra_logs):
+            log.close()
 
 
 class TensorBoardLog:

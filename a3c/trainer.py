@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import gc
 import importlib.util
 import math
@@ -24,9 +25,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from a3c.checkpoint import build_checkpoint, save_checkpoint
-from a3c.config import TrainConfig
+from a3c.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
+from a3c.config import TrainConfig, to_toml
+from a3c.distributed import Meeting, Node, NodeGroup
 from a3c.envs import atari_path, describe_env
+from a3c.errors import UsageError
 from a3c.evaluator import Evaluator, run_evaluator
 from a3c.metrics import (
     EpisodeRecord,
@@ -164,9 +167,13 @@ class Trainer:
         config = config.for_env(info.continuous, info.vector_observations)
         self.config = config
         self.quiet = quiet
+        self.node = Node.from_environment()
+        self.group = self._join_group(resume) if self.node is not None else None
+        self.run_dir = self._run_directory(resume_from)
+        if self.group is not None and self.node is not None and self.node.restarted:
+            resume = self._checkpoint_to_restart_from()
         resumed_seconds = float(resume.get("seconds", 0.0)) if resume else 0.0
         self.start_time = time.time() - resumed_seconds
-        self.run_dir = RunDirectory.continue_or_create(config, resume_from)
         torch.manual_seed(config.seed)
         torch.set_num_threads(1)
         model = build_model(config, info)
@@ -194,6 +201,8 @@ class Trainer:
                 optimizer.share_memory()  # loading replaced the shared tensors
             steps, episodes = int(resume["step"]), int(resume.get("episodes", 0))
             self.best_score = resume.get("best_score")
+        if self.group is not None:
+            steps = self.group.start(model, steps)
         self.shared = SharedObjects(
             model=model,
             optimizer=optimizer,
@@ -202,7 +211,12 @@ class Trainer:
             stop=self.context.Event(),
             messages=queue.SimpleQueue() if config.serial else self.context.Queue(),
             stats_lock=self.context.Lock(),
+            update_locks=[self.context.Lock() for _ in range(config.workers)] if self.group else [],
         )
+        self.meetings_log = self.run_dir.open_log("meetings.csv", Meeting) if self.group else None
+        self.last_meeting = time.monotonic()
+        self.group_stopped = False
+        self.group_left = False
         self.last_eval: EvalRecord | None = None
         self.signalled: int | None = None
         self.skipped_updates = 0
@@ -217,6 +231,106 @@ class Trainer:
         interval = config.checkpoint_interval
         self.next_checkpoint = (steps // interval + 1) * interval
         self.bar: tqdm | None = None
+
+    # ------------------------------------------------------------- several machines
+
+    def _join_group(self, resume: dict[str, Any] | None) -> NodeGroup:
+        """Join the other nodes; every node must have been given the same settings."""
+        assert self.node is not None
+        if self.config.serial:
+            raise UsageError("several machines need --workers 1 or more on every node")
+        if resume is not None:
+            raise UsageError(
+                "--resume is for one machine; a group started by torchrun --max-restarts "
+                "resumes from its latest checkpoint by itself (docs/distributed.md)"
+            )
+        group = NodeGroup(self.node, self.config.node_timeout)
+        settings = group.all_texts(to_toml(self.config))
+        differing = [rank for rank, text in enumerate(settings) if text != settings[0]]
+        if differing:
+            group.close()
+            raise UsageError(
+                f"nodes {differing} were given other settings than node 0; "
+                "give every node the same a3c-train flags"
+            )
+        return group
+
+    def _run_directory(self, resume_from: Path | None) -> RunDirectory:
+        """Node 0's run folder is the run's; node n writes `<its name>-node<n>` beside it.
+
+        A group that torchrun restarted goes on in the folders of its first start, found by
+        torchrun's run id (each node's is named after node 0's, so found on any machine).
+        """
+        if self.group is None:
+            return RunDirectory.continue_or_create(self.config, resume_from)
+        node = self.group.node
+        name = ""
+        if node.leader:
+            earlier = RunDirectory.of_group(self.config, node.run_id) if node.restarted else None
+            leader = earlier or RunDirectory.create(self.config, group_id=node.run_id)
+            name = leader.path.name
+        name = self.group.broadcast_text(name)
+        if node.leader:
+            return leader
+        own = Path(self.config.run_dir) / f"{name}-node{node.rank}"
+        if node.restarted and own.is_dir():
+            return RunDirectory.reopen(self.config, own)
+        return RunDirectory.named(self.config, own.name, group_id=node.run_id)
+
+    def _checkpoint_to_restart_from(self) -> dict[str, Any] | None:
+        """This node's latest.pt from before the restart, if it wrote one; the group then
+        starts from whichever node's has the most steps (`NodeGroup.start`)."""
+        latest = self.run_dir.latest_checkpoint
+        if not latest.is_file():
+            return None
+        checkpoint = load_checkpoint(latest)
+        self._say(f"a3c: restarted by torchrun; this node has {latest} at step "
+                  f"{checkpoint['step']:,}")  # fmt: skip
+        return checkpoint
+
+    def _meet(self, stop: bool) -> Meeting:
+        """One meeting of the nodes; a node that cannot reach the others ends the run."""
+        assert self.group is not None and self.meetings_log is not None
+        try:
+            meeting = self.group.meet(self.shared, stop)
+            hashes = self.group.all_texts(meeting.weights_hash)
+        except RuntimeError as error:  # gloo: a node died, hung past node_timeout, or left
+            self.group_left = True
+            raise TrainingFailed(
+                f"node {self.group.node.rank} lost the other nodes at meeting "
+                f"{self.group.meetings + 1}: {str(error).splitlines()[0]}"
+            ) from None
+        meeting = dataclasses.replace(
+            meeting,
+            nodes_agree=len(set(hashes)) == 1,
+            at=round(time.time() - self.start_time, 3),
+        )
+        self.meetings_log.write(meeting)
+        self.last_meeting = time.monotonic()
+        if meeting.stop:
+            self.group_stopped = True
+            if meeting.step < self.config.total_steps:
+                # A node was interrupted or failed. When the budget is spent instead, this
+                # node's counter has passed it too and its workers end their last rollouts,
+                # while node 0's evaluator goes on to the final evaluation.
+                self.shared.stop.set()
+        return meeting
+
+    def _meet_if_due(self) -> None:
+        due = time.monotonic() - self.last_meeting >= self.config.sync_interval
+        if self.group is not None and not self.group_stopped and due:
+            self._meet(stop=False)
+
+    def _leave_group(self) -> None:
+        """The last meetings, once this node's workers have stopped: one that tells the
+        others to stop (unless the group already agreed to), then one that counts every
+        node's last steps, so all end on the same weights and the same total."""
+        if self.group is None or self.group_left:
+            return
+        self.group_left = True
+        if not self.group_stopped:
+            self._meet(stop=True)
+        self._meet(stop=True)
 
     # ------------------------------------------------------------------ reporting
 
@@ -338,15 +452,16 @@ class Trainer:
         return "  ".join(parts)
 
     def save_latest(self) -> None:
-        checkpoint = build_checkpoint(
-            model=self.shared.model,
-            optimizer=self.shared.optimizer,
-            config=self.config,
-            step=self.shared.steps_done,
-            episodes=self.shared.episodes_done,
-            best_score=self.best_score,
-            seconds=time.time() - self.start_time,
-        )
+        with self.shared.updates_paused():
+            checkpoint = build_checkpoint(
+                model=self.shared.model,
+                optimizer=self.shared.optimizer,
+                config=self.config,
+                step=self.shared.steps_done,
+                episodes=self.shared.episodes_done,
+                best_score=self.best_score,
+                seconds=time.time() - self.start_time,
+            )
         save_checkpoint(checkpoint, self.run_dir.latest_checkpoint)
 
     # ------------------------------------------------------------------- running
@@ -383,6 +498,7 @@ class Trainer:
         )
         self.plain_progress = self.bar.disable and not self.quiet
         exit_code = 0
+        failure: TrainingFailed | None = None
         in_main_thread = threading.current_thread() is threading.main_thread()
         if in_main_thread:
             handler = _raise_terminated if config.serial else self._note_signal
@@ -405,6 +521,10 @@ class Trainer:
         finally:
             self.shared.stop.set()
             self._stop_children()
+            try:
+                self._leave_group()
+            except TrainingFailed as error:
+                failure = error
             # Not _update_progress: the final latest.pt is written just below, once. The
             # last stretch's speed is still logged, so even a short run has an SPS point.
             self._update_bar(self.shared.steps_done)
@@ -418,6 +538,10 @@ class Trainer:
             if in_main_thread:
                 signal.signal(signal.SIGTERM, previous_sigterm)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
+            if self.group is not None:
+                self.group.close()
+        if failure is not None:
+            raise failure
         return TrainResult(
             run_dir=self.run_dir.path,
             steps=self.shared.steps_done,
@@ -497,19 +621,29 @@ class Trainer:
                          training_done, self.best_score),
             ),
         )  # fmt: skip
+        # Ranks run on across nodes: node n's workers are n*W .. n*W+W-1 (their seeds too).
+        first = self.node.rank * config.workers if self.node is not None else 0
         workers = [
             _Child(name, starter(name, _worker_main, _fixed(rank, config, shared)))
-            for rank, name in ((r, f"a3c-worker-{r}") for r in range(config.workers))
+            for rank, name in ((r, f"a3c-worker-{r}") for r in range(first, first + config.workers))
         ]
-        # The evaluator starts first so that it is not starved while the workers train.
-        self.children = [evaluator, *workers]
+        # The evaluator starts first so that it is not starved while the workers train. Of
+        # several nodes, node 0 alone evaluates.
+        evaluates = self.node is None or self.node.leader
+        self.children = [evaluator, *workers] if evaluates else workers
         for child in self.children:
             child.process = child.start()
+        self.last_meeting = time.monotonic()
         while not all(w.finished for w in workers):
             self._drain(timeout=0.1)
             self._raise_if_signalled()
             self._update_progress()
             self._supervise()
+            self._meet_if_due()
+        # The final evaluation is of the weights every node ends with.
+        self._leave_group()
+        if not evaluates:
+            return
         training_done.set()
         while not evaluator.finished:
             self._drain(timeout=0.1)

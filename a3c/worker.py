@@ -7,9 +7,11 @@ stay fixed during a rollout, so the loss is the classic step-by-step A3C loss.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import multiprocessing as mp
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -36,12 +38,26 @@ class SharedObjects:
     stop: Any  # multiprocessing.Event: set to make every child stop at its next boundary
     messages: Any  # queue of EpisodeRecord / EvalRecord for the main process
     stats_lock: Any  # multiprocessing.Lock around merges into the model's running statistics
+    # Several machines only: one lock per local worker, held around its optimiser step, so a
+    # meeting of the nodes (holding them all) never reads or writes a half-stepped parameter.
+    update_locks: list[Any] = dataclasses.field(default_factory=list)
 
     def add_steps(self, steps: int) -> int:
         """Count a rollout's steps in the global counter; return the new total."""
         with self.step_counter.get_lock():
             self.step_counter.value += steps
             return int(self.step_counter.value)
+
+    @contextlib.contextmanager
+    def updates_paused(self) -> Iterator[None]:
+        """No optimiser step or statistics merge runs inside: it holds every update lock
+        (several machines only; on one machine there are none and this waits for nothing)."""
+        with contextlib.ExitStack() as held:
+            for lock in self.update_locks:
+                held.enter_context(lock)
+            if self.update_locks:
+                held.enter_context(self.stats_lock)
+            yield
 
     def add_episode(self) -> None:
         with self.episode_counter.get_lock():
@@ -62,6 +78,7 @@ def apply_gradients(
     optimizer: torch.optim.Optimizer,
     loss: torch.Tensor,
     max_grad_norm: float,
+    lock: Any = None,
 ) -> float:
     """Backpropagate `loss` locally and step the shared optimiser with exactly its gradient.
 
@@ -72,7 +89,7 @@ def apply_gradients(
 
     A non-finite loss or gradient is never handed over: the shared weights and optimiser
     state stay untouched. Returns the gradient norm before clipping (NaN or inf when the
-    update was skipped).
+    update was skipped). `lock`, where given, is held around the hand-over and step only.
     """
     local_model.zero_grad(set_to_none=True)
     if not torch.isfinite(loss):
@@ -81,9 +98,10 @@ def apply_gradients(
     grad_norm = float(torch.nn.utils.clip_grad_norm_(local_model.parameters(), max_grad_norm))
     if not math.isfinite(grad_norm):
         return grad_norm
-    for shared, local in zip(shared_model.parameters(), local_model.parameters(), strict=True):
-        shared.grad = local.grad
-    optimizer.step()
+    with lock if lock is not None else contextlib.nullcontext():
+        for shared, local in zip(shared_model.parameters(), local_model.parameters(), strict=True):
+            shared.grad = local.grad
+        optimizer.step()
     return grad_norm
 
 
@@ -171,6 +189,9 @@ class Worker:
         self.rank = rank
         self.config = config
         self.shared = shared
+        locks = shared.update_locks
+        # Ranks run on across nodes (node n's workers are n*W .. n*W+W-1); locks are local.
+        self.update_lock = locks[rank % len(locks)] if locks else None
         torch.manual_seed(config.seed + rank)
         np.random.seed(config.seed + rank)
         count = config.envs_per_worker
@@ -311,7 +332,12 @@ class Worker:
         for group in self.shared.optimizer.param_groups:
             group["lr"] = lr
         grad_norm = apply_gradients(
-            self.model, self.shared.model, self.shared.optimizer, loss, self.config.max_grad_norm
+            self.model,
+            self.shared.model,
+            self.shared.optimizer,
+            loss,
+            self.config.max_grad_norm,
+            lock=self.update_lock,
         )
         # The noise that played and scored this rollout is done with; the next gets its own.
         self.model.sample_noise()

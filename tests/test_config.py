@@ -116,6 +116,8 @@ def test_bad_settings_are_named(values: dict, message: str) -> None:
         ({"eval_episodes": 0}, "--eval-episodes must be >= 1"),
         ({"advantage": "td"}, "--advantage must be one of gae, nstep"),
         ({"lr": float("nan")}, "--lr must be a finite number"),
+        ({"sync_interval": 0.0}, "--sync-interval must be > 0"),
+        ({"sync_interval": 200.0}, "--node-timeout .* must be longer than --sync-interval"),
     ],
 )
 def test_out_of_range_values_are_refused(values: dict, message: str) -> None:

@@ -1,0 +1,211 @@
+"""Past one machine: Hogwild inside each node, `torch.distributed` between nodes.
+
+Each node (one `a3c-train` process under `torchrun`) trains as on one machine: its own
+workers, shared model and shared optimiser. Every `sync_interval` seconds the nodes meet:
+each contributes how far its weights moved since the last meeting, one `all_reduce` sums
+those changes, and every node continues from the last agreed weights plus the mean change,
+bit for bit the same on every node. That is model averaging (parameter mixing, McDonald
+et al. 2010; local SGD, Lin et al. 2018), with the optimiser's state kept on each node as
+DiLoCo does (Douillard et al. 2023, whose outer step with learning rate 1 and no momentum
+is this mean). docs/distributed.md says why the mean and not the sum.
+
+A meeting holds every local worker's update lock, so no optimiser step is halfway through
+a parameter while the meeting reads or writes it; the workers go on playing and computing
+gradients meanwhile, and only their next optimiser step waits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from a3c.normalize import RunningMeanStd
+from a3c.worker import SharedObjects
+
+
+@dataclass(frozen=True)
+class Node:
+    """This process's place in the group, from the variables `torchrun` sets."""
+
+    rank: int
+    world_size: int
+    run_id: str  # torchrun's --rdzv-id: the same for every node and every restart
+    restarted: bool  # torchrun started this group again after a node failed
+
+    @classmethod
+    def from_environment(cls) -> Node | None:
+        """None unless started by `torchrun` (or with its variables) in a group of 2 or more."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size < 2:
+            return None
+        return cls(
+            rank=int(os.environ["RANK"]),
+            world_size=world_size,
+            run_id=os.environ.get("TORCHELASTIC_RUN_ID", "none"),
+            restarted=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0,
+        )
+
+    @property
+    def leader(self) -> bool:
+        """Rank 0: the node that evaluates and writes checkpoints."""
+        return self.rank == 0
+
+
+@dataclass(frozen=True)
+class Meeting:
+    """What one meeting agreed, and what it cost this node."""
+
+    number: int
+    step: int  # agent steps of all nodes, counted up to this meeting
+    local_steps: int  # this node's agent steps since the previous meeting
+    stop: bool  # some node asked the group to stop
+    seconds: float  # how long this node's workers could not step: the locks held
+    bytes: int  # what this node sent into the collectives
+    weights_hash: str  # sha256 of the agreed weights and statistics (its first 16 digits)
+    nodes_agree: bool = False  # every node's hash equals this one (`NodeGroup.all_hashes`)
+    at: float = 0.0  # seconds since the run started
+
+
+class _Moments:
+    """A `RunningMeanStd` as sums that add up across nodes: count, sum, sum of squares."""
+
+    def __init__(self, stats: RunningMeanStd) -> None:
+        self.stats = stats
+
+    def read(self) -> torch.Tensor:
+        count, mean, var = self.stats.count, self.stats.mean, self.stats.var
+        return torch.cat([count.reshape(1), (count * mean).reshape(-1),
+                          (count * (var + mean.square())).reshape(-1)])  # fmt: skip
+
+    def write(self, moments: torch.Tensor) -> None:
+        size = self.stats.mean.numel()
+        count = moments[0]
+        if count <= 0:
+            return
+        mean = (moments[1 : 1 + size] / count).reshape(self.stats.mean.shape)
+        squares = (moments[1 + size :] / count).reshape(self.stats.var.shape)
+        self.stats.count.copy_(count)
+        self.stats.mean.copy_(mean)
+        self.stats.var.copy_((squares - mean.square()).clamp_min(0.0))
+
+
+class NodeGroup:
+    """This node's side of the group: the start, the meetings and the end."""
+
+    def __init__(self, node: Node, timeout_s: float) -> None:
+        self.node = node
+        dist.init_process_group(
+            "gloo", rank=node.rank, world_size=node.world_size, timeout=timedelta(seconds=timeout_s)
+        )
+        self.meetings = 0
+        self.agreed_steps = 0
+        self.agreed = (torch.zeros(0), torch.zeros(0, dtype=torch.float64))
+
+    @staticmethod
+    def _parameters(model: torch.nn.Module) -> list[torch.Tensor]:
+        return [parameter.data for parameter in model.parameters()]
+
+    @staticmethod
+    def _moments(model: torch.nn.Module) -> list[_Moments]:
+        return [
+            _Moments(module) for module in model.modules() if isinstance(module, RunningMeanStd)
+        ]
+
+    def _read(self, model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        weights = torch.cat([tensor.reshape(-1) for tensor in self._parameters(model)])
+        moments = [m.read() for m in self._moments(model)]
+        return weights, torch.cat(moments) if moments else torch.zeros(0, dtype=torch.float64)
+
+    def _write(self, model: torch.nn.Module, weights: torch.Tensor, moments: torch.Tensor) -> None:
+        offset = 0
+        for tensor in self._parameters(model):
+            tensor.copy_(weights[offset : offset + tensor.numel()].view_as(tensor))
+            offset += tensor.numel()
+        offset = 0
+        for statistics in self._moments(model):
+            size = statistics.read().numel()
+            statistics.write(moments[offset : offset + size])
+            offset += size
+
+    def start(self, model: torch.nn.Module, step: int) -> int:
+        """Every node takes the weights, statistics and step count of the node that has
+        trained furthest (after a restart, the newest checkpoint; at first, node 0's).
+        Returns the step."""
+        steps = [int(text) for text in self.all_texts(str(step))]
+        source = steps.index(max(steps))
+        weights, moments = self._read(model)
+        counter = torch.tensor([step], dtype=torch.int64)
+        for tensor in (weights, moments, counter):
+            dist.broadcast(tensor, src=source)
+        self._write(model, weights, moments)
+        self.agreed = (weights, moments)
+        self.agreed_steps = int(counter.item())
+        return self.agreed_steps
+
+    def meet(self, shared: SharedObjects, stop: bool) -> Meeting:
+        """Combine this node's change since the last meeting with everyone's.
+
+        This node's step counter holds the agreed count at the last meeting plus its own
+        steps since; it leaves holding the new agreed count plus whatever the workers
+        counted while the meeting ran.
+        """
+        model, counter = shared.model, shared.step_counter
+        with counter.get_lock():
+            steps_now = int(counter.value)
+        local_steps = steps_now - self.agreed_steps
+        counters = torch.tensor([local_steps, int(stop)], dtype=torch.int64)
+        # First the counts, without the locks: it returns once every node has arrived, so
+        # no worker waits on a lock for a node that is late.
+        dist.all_reduce(counters)
+        started = time.monotonic()
+        with shared.updates_paused():
+            weights, moments = self._read(model)
+            base_weights, base_moments = self.agreed
+            change = weights - base_weights
+            moment_change = moments - base_moments
+            dist.all_reduce(change)
+            dist.all_reduce(moment_change)
+            # The mean change: every node applied a full optimiser step per update, so the
+            # sum would move N times as far as any one node went.
+            weights = base_weights + change / self.node.world_size
+            moments = base_moments + moment_change  # data seen anywhere counts once
+            self._write(model, weights, moments)
+            seconds = time.monotonic() - started
+        self.agreed = (weights, moments)
+        self.agreed_steps += int(counters[0])
+        with counter.get_lock():
+            counter.value += self.agreed_steps - steps_now
+        digest = hashlib.sha256(weights.numpy().tobytes() + moments.numpy().tobytes()).hexdigest()
+        self.meetings += 1
+        return Meeting(
+            number=self.meetings,
+            step=self.agreed_steps,
+            local_steps=local_steps,
+            stop=bool(counters[1]),
+            weights_hash=digest[:16],
+            seconds=seconds,
+            bytes=sum(t.numel() * t.element_size() for t in (change, moment_change, counters)),
+        )
+
+    def all_texts(self, text: str) -> list[str]:
+        """Every node's `text`, in rank order."""
+        texts: list[Any] = [None] * self.node.world_size
+        dist.all_gather_object(texts, text)
+        return [str(t) for t in texts]
+
+    def broadcast_text(self, text: str) -> str:
+        """Rank 0's `text` on every node."""
+        box = [text]
+        dist.broadcast_object_list(box, src=0)
+        return str(box[0])
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
