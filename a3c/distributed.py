@@ -69,7 +69,7 @@ class Meeting:
     seconds: float  # how long this node's workers could not step: the locks held
     bytes: int  # what this node sent into the collectives
     weights_hash: str  # sha256 of the agreed weights and statistics (its first 16 digits)
-    nodes_agree: bool = False  # every node's hash equals this one (`NodeGroup.all_hashes`)
+    nodes_agree: bool = False  # every node's hash equals this one (`NodeGroup.all_texts`)
     at: float = 0.0  # seconds since the run started
 
 
@@ -78,6 +78,7 @@ class _Moments:
 
     def __init__(self, stats: RunningMeanStd) -> None:
         self.stats = stats
+        self.size = 1 + 2 * stats.mean.numel()  # count, then sums and sums of squares
 
     def read(self) -> torch.Tensor:
         count, mean, var = self.stats.count, self.stats.mean, self.stats.var
@@ -130,9 +131,8 @@ class NodeGroup:
             offset += tensor.numel()
         offset = 0
         for statistics in self._moments(model):
-            size = statistics.read().numel()
-            statistics.write(moments[offset : offset + size])
-            offset += size
+            statistics.write(moments[offset : offset + statistics.size])
+            offset += statistics.size
 
     def start(self, model: torch.nn.Module, step: int) -> int:
         """Every node takes the weights, statistics and step count of the node that has

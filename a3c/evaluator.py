@@ -132,20 +132,15 @@ def play_episodes(
             if should_stop is not None and length % _STOP_CHECK_STEPS == 0 and should_stop():
                 raise EvaluationInterrupted
             rows = np.flatnonzero(active)
-            if len(rows) == len(played):
-                chosen, state = model.act(
-                    torch.as_tensor(obs), state, greedy=greedy, generators=generators
-                )
-            else:
-                index = torch.as_tensor(rows)
-                chosen, row_state = model.act(
-                    torch.as_tensor(obs[rows]),
-                    _rows(state, index),
-                    greedy=greedy,
-                    generators=[generators[row] for row in rows],
-                )
-                if state is not None and row_state is not None:
-                    state[0][index], state[1][index] = row_state
+            index = torch.as_tensor(rows)
+            chosen, row_state = model.act(
+                torch.as_tensor(obs[rows]),
+                _rows(state, index),
+                greedy=greedy,
+                generators=[generators[row] for row in rows],
+            )
+            if state is not None and row_state is not None:
+                state[0][index], state[1][index] = row_state
             for row, action in zip(rows.tolist(), chosen.numpy(), strict=True):
                 env_action = info.env_action(action)
                 obs[row], reward, terminated, truncated, _ = round_envs[row].step(env_action)

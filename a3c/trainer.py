@@ -170,7 +170,7 @@ class Trainer:
         self.node = Node.from_environment()
         self.group = self._join_group(resume) if self.node is not None else None
         self.run_dir = self._run_directory(resume_from)
-        if self.group is not None and self.node is not None and self.node.restarted:
+        if self.group is not None and self.group.node.restarted:
             resume = self._checkpoint_to_restart_from()
         resumed_seconds = float(resume.get("seconds", 0.0)) if resume else 0.0
         self.start_time = time.time() - resumed_seconds
