@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -37,7 +38,7 @@ class Node:
     rank: int
     world_size: int
     run_id: str  # torchrun's --rdzv-id: the same for every node and every restart
-    restarted: bool  # torchrun started this group again after a node failed
+    restarts: int  # how often this node's agent restarted it after a failure
 
     @classmethod
     def from_environment(cls) -> Node | None:
@@ -49,7 +50,7 @@ class Node:
             rank=int(os.environ["RANK"]),
             world_size=world_size,
             run_id=os.environ.get("TORCHELASTIC_RUN_ID", "none"),
-            restarted=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0,
+            restarts=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
         )
 
     @property
@@ -97,14 +98,57 @@ class _Moments:
         self.stats.var.copy_((squares - mean.square()).clamp_min(0.0))
 
 
+def _store_of_this_start(node: Node, timeout: timedelta) -> dist.Store | None:
+    """A store that holds nothing from before a restart; None where torch makes one anyway.
+
+    torchrun's agent keeps one store for its whole life and hands it to every start of the
+    workers as it is (TORCHELASTIC_USE_AGENT_STORE). After a restart, gloo would read the
+    dead processes' addresses from it and fail with "Connection refused". So node 0 hosts a
+    new store at every start and posts its port and a token on the agent's store; every
+    other node waits until the posted port answers with the posted token, which a store
+    of an earlier start cannot (its process has ended, or the port is someone else's).
+    """
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    host = os.environ["MASTER_ADDR"]
+    agent_store = dist.TCPStore(host, int(os.environ["MASTER_PORT"]), timeout=timeout)
+    key = f"a3c/{node.run_id}/store"
+    if node.leader:
+        store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timeout)
+        token = uuid.uuid4().hex
+        store.set("token", token)
+        agent_store.set(key, f"{store.port} {token}")
+        return store
+    deadline = time.monotonic() + timeout.total_seconds()
+    while True:
+        port, token = agent_store.get(key).decode().split()
+        try:
+            store = dist.TCPStore(host, int(port), timeout=timedelta(seconds=2))
+            if store.get("token").decode() == token:
+                store.set_timeout(timeout)
+                return store
+        except RuntimeError:  # refused, or no answer: a store of an earlier start
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"node 0's store at {host}:{port} did not answer")
+        time.sleep(0.2)
+
+
 class NodeGroup:
     """This node's side of the group: the start, the meetings and the end."""
 
     def __init__(self, node: Node, timeout_s: float) -> None:
         self.node = node
+        timeout = timedelta(seconds=timeout_s)
         dist.init_process_group(
-            "gloo", rank=node.rank, world_size=node.world_size, timeout=timedelta(seconds=timeout_s)
+            "gloo",
+            store=_store_of_this_start(node, timeout),
+            rank=node.rank,
+            world_size=node.world_size,
+            timeout=timeout,
         )
+        # A node that had not failed is restarted too, with its own count still 0.
+        self.restarted = any(int(text) > 0 for text in self.all_texts(str(node.restarts)))
         self.meetings = 0
         self.agreed_steps = 0
         self.agreed = (torch.zeros(0), torch.zeros(0, dtype=torch.float64))

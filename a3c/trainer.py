@@ -167,10 +167,11 @@ class Trainer:
         config = config.for_env(info.continuous, info.vector_observations)
         self.config = config
         self.quiet = quiet
+        self.bar: tqdm | None = None  # _say needs it before training starts
         self.node = Node.from_environment()
         self.group = self._join_group(resume) if self.node is not None else None
         self.run_dir = self._run_directory(resume_from)
-        if self.group is not None and self.group.node.restarted:
+        if self.group is not None and self.group.restarted:
             resume = self._checkpoint_to_restart_from()
         resumed_seconds = float(resume.get("seconds", 0.0)) if resume else 0.0
         self.start_time = time.time() - resumed_seconds
@@ -230,7 +231,6 @@ class Trainer:
         self.last_progress_line = time.monotonic()
         interval = config.checkpoint_interval
         self.next_checkpoint = (steps // interval + 1) * interval
-        self.bar: tqdm | None = None
 
     # ------------------------------------------------------------- several machines
 
@@ -266,14 +266,16 @@ class Trainer:
         node = self.group.node
         name = ""
         if node.leader:
-            earlier = RunDirectory.of_group(self.config, node.run_id) if node.restarted else None
+            earlier = (
+                RunDirectory.of_group(self.config, node.run_id) if self.group.restarted else None
+            )
             leader = earlier or RunDirectory.create(self.config, group_id=node.run_id)
             name = leader.path.name
         name = self.group.broadcast_text(name)
         if node.leader:
             return leader
         own = Path(self.config.run_dir) / f"{name}-node{node.rank}"
-        if node.restarted and own.is_dir():
+        if self.group.restarted and own.is_dir():
             return RunDirectory.reopen(self.config, own)
         return RunDirectory.named(self.config, own.name, group_id=node.run_id)
 

@@ -27,13 +27,18 @@ def free_port() -> int:
 
 
 def start_nodes(
-    cli: Cli, run_dir: Path, *flags: str, node_flags: list[list[str]], own_groups: bool = False
+    cli: Cli,
+    run_dir: Path,
+    *flags: str,
+    node_flags: list[list[str]],
+    own_groups: bool = False,
+    torchrun_flags: tuple[str, ...] = (),
 ) -> list[subprocess.Popen[str]]:
     """One torchrun agent per node, as each machine would start its own; node n gets
     `flags` and then `node_flags[n]`. With `own_groups`, each agent leads a process group,
     as it would in its own terminal."""
     endpoint = f"127.0.0.1:{free_port()}"
-    launch = ["--nnodes", str(len(node_flags)), "--nproc-per-node", "1",
+    launch = ["--nnodes", str(len(node_flags)), "--nproc-per-node", "1", *torchrun_flags,
               "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", cli.marker[:8],
               str(BIN / "a3c-train"), "--run-dir", str(run_dir), "--workers", "1",
               *flags]  # fmt: skip
@@ -183,6 +188,51 @@ def test_a_killed_node_makes_the_others_save_and_exit(cli: Cli, tmp_path: Path) 
     assert load_checkpoint(leader / "checkpoints" / "latest.pt")["step"] > 0
     played = cli.run("a3c-eval", str(leader / "checkpoints" / "latest.pt"), "--json")
     assert played.returncode == 0, played.stderr
+
+
+@pytest.mark.parametrize("killed", [0, 1])
+def test_a_group_that_torchrun_restarts_resumes_and_finishes_its_budget(
+    cli: Cli, tmp_path: Path, killed: int
+) -> None:
+    total = 40_000
+    flags = ["--env", "CartPole-v1", "--total-steps", str(total), "--sync-interval", "1",
+             "--checkpoint-interval", "2000", "--eval-interval", "10000",
+             "--eval-episodes", "3"]  # fmt: skip
+    agents = start_nodes(
+        cli, tmp_path, *flags, node_flags=[[], []], torchrun_flags=("--max-restarts", "1")
+    )
+    deadline = time.monotonic() + 120
+    saved = tmp_path / "missing"
+    while time.monotonic() < deadline and not saved.is_file():
+        for checkpoint in tmp_path.glob("*/checkpoints/latest.pt"):
+            if ("-node" in checkpoint.parent.parent.name) == bool(killed):
+                saved = checkpoint  # the victim's
+        time.sleep(0.2)
+    time.sleep(1)  # a checkpoint whole on disk, and a meeting or two after it
+    victim = node_main_process(cli, killed)
+    assert victim is not None and saved.is_file()
+    saved_step = load_checkpoint(saved)["step"]
+    os.kill(victim, signal.SIGKILL)
+    finish(agents, timeout=300)
+    assert cli.wait_for_no_leftovers() == []
+    # One run folder per node: the restarted group went on in the folders of its start.
+    leader, (other,) = run_folders(tmp_path)
+    logs = [read_csv(folder / "meetings.csv") for folder in (leader, other)]
+    after_restart = []
+    for log in logs:
+        numbers = [int(row["number"]) for row in log]
+        restart = numbers.index(1, 1)  # meetings count from 1 again after the restart
+        # It went on from the checkpoints written before the kill, not from step 0.
+        assert int(log[restart]["step"]) > saved_step > 0
+        after_restart.append([(row["weights_hash"], row["step"]) for row in log[restart:]])
+    assert after_restart[0] == after_restart[1]
+    final = int(logs[0][-1]["step"])
+    assert final >= total and int(logs[1][-1]["step"]) == final
+    checkpoints = [load_checkpoint(f / "checkpoints" / "latest.pt") for f in (leader, other)]
+    assert checkpoints[0]["step"] == checkpoints[1]["step"] == final
+    for name, tensor in checkpoints[0]["model"].items():
+        assert torch.equal(checkpoints[1]["model"][name], tensor), name
+    assert int(read_csv(leader / "eval.csv")[-1]["step"]) == final
 
 
 def test_ctrl_c_on_one_node_stops_the_group_on_the_same_weights(cli: Cli, tmp_path: Path) -> None:
