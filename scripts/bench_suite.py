@@ -89,6 +89,26 @@ def curve_folder(curves: Path | None, env: str, side: str, seed: int) -> Path | 
     return None if curves is None else curves / env / f"{side}-seed{seed}"
 
 
+def train_for(command: list[str], runs: Path, seconds: float) -> Path:
+    """Run an a3c-train `command` whose --run-dir is the empty folder `runs`, stop it with
+    SIGTERM once `seconds` have passed since its run folder appeared (after its imports, so
+    both sides' clocks start the same way), and return that folder."""
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    started = None
+    while process.poll() is None:
+        if started is None and any(runs.iterdir()):
+            started = time.monotonic()
+        if started is not None and time.monotonic() - started >= seconds:
+            process.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.2)
+    _, stderr = process.communicate(timeout=300)
+    if process.returncode not in (0, 143):
+        raise RuntimeError(f"a3c-train exited {process.returncode}: {stderr.strip()[-2000:]}")
+    (run,) = list(runs.iterdir())
+    return run
+
+
 def run_a3c(
     env: str,
     seed: int,
@@ -106,19 +126,7 @@ def run_a3c(
         if not preset:
             command.append("--no-preset")
         command += ["--run-dir", str(runs), "--quiet", *flags]
-        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-        started = None
-        while process.poll() is None:
-            if started is None and any(runs.iterdir()):
-                started = time.monotonic()
-            if started is not None and time.monotonic() - started >= seconds:
-                process.send_signal(signal.SIGTERM)
-                break
-            time.sleep(0.2)
-        _, stderr = process.communicate(timeout=120)
-        if process.returncode not in (0, 143):
-            raise RuntimeError(f"a3c-train exited {process.returncode}: {stderr.strip()}")
-        (run,) = list(runs.iterdir())
+        run = train_for(command, runs, seconds)
         keep = curve_folder(curves, env, "a3c", seed)
         if keep is not None:
             shutil.rmtree(keep, ignore_errors=True)

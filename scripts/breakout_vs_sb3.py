@@ -1,0 +1,199 @@
+"""Breakout for the same wall time: a3c's shipped preset against SB3's A2C with the Atari
+settings of rl-baselines3-zoo.
+
+    pip install -e ".[bench,plot]"
+    python scripts/breakout_vs_sb3.py --minutes 60 --out runs/breakout --plot docs/breakout.png
+    python scripts/breakout_vs_sb3.py --out runs/breakout --sides sb3-a2c   # one side again
+    python scripts/breakout_vs_sb3.py --out runs/breakout --report          # table, plot only
+
+a3c: the real `a3c-train --env BreakoutNoFrameskip-v4 --workers 2` (configs/breakout.toml,
+more flags after --), stopped with SIGTERM when the time is up. Its curve is its own
+evaluator's eval.csv: whole games, greedy, on the same 2 cores as its training.
+
+SB3: A2C("CnnPolicy") on `make_atari_env` (16 envs, `AtariWrapper`) with 4 stacked frames,
+ent_coef 0.01, vf_coef 0.25 and RMSpropTFLike(eps=1e-5): the zoo's `atari` entry, every
+other setting SB3's default. Its clock counts training only: its weights are saved every
+--snapshot-minutes and evaluated once the time is up, so evaluating costs it nothing while
+a3c's evaluator shares the cores with a3c's training. That favours SB3. An SB3 evaluation
+is 10 whole games (a lost life ends no game), greedy, game i from seed + i, each cut at
+10,000 agent steps as a3c's are, scored unclipped.
+
+The sides run one after the other, a3c first, on a machine doing nothing else. Prints each
+side's last evaluation at every 10-minute mark and draws both curves in one figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from bench_suite import train_for  # this script's folder is on sys.path
+
+from a3c.metrics import EvalRecord
+from a3c.plot import plot_runs, read_csv
+
+ENV = "BreakoutNoFrameskip-v4"
+BIN = Path(sys.executable).parent
+SIDES = ("a3c", "sb3-a2c")
+EVAL_EPISODES = 10
+EVAL_MAX_STEPS = 10_000  # agent steps per game, a3c's --eval-max-steps in the preset
+MARK_MINUTES = 10
+
+
+def run_a3c(out: Path, seconds: float, flags: list[str]) -> None:
+    """The real a3c-train for `seconds` from when its run folder appears (after imports)."""
+    with tempfile.TemporaryDirectory(prefix="a3c-breakout-") as folder:
+        runs = Path(folder)
+        command = [str(BIN / "a3c-train"), "--env", ENV, "--workers", "2",
+                   "--run-dir", str(runs), *flags]  # fmt: skip
+        run = train_for(command, runs, seconds)
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(run, out, ignore=shutil.ignore_patterns("checkpoints", "events.*"))
+
+
+def run_sb3(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> None:
+    """SB3's A2C in a child process, so its imports and threads stay out of this one."""
+    payload = json.dumps([str(out), seconds, snapshot_seconds, seed])
+    subprocess.run([sys.executable, __file__, "--sb3-child", payload], check=True)
+
+
+def sb3_child(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> None:
+    import ale_py
+    import gymnasium
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gymnasium.register_envs(ale_py)  # the Atari ids, for make_atari_env
+    shutil.rmtree(out, ignore_errors=True)
+    snapshots = out / "snapshots"
+    snapshots.mkdir(parents=True)
+    env = VecFrameStack(make_atari_env(ENV, n_envs=16, seed=seed), n_stack=4)
+    model = A2C(
+        "CnnPolicy",
+        env,
+        ent_coef=0.01,
+        vf_coef=0.25,
+        policy_kwargs={"optimizer_class": RMSpropTFLike, "optimizer_kwargs": {"eps": 1e-5}},
+        seed=seed,
+    )
+    trained, saved = 0.0, []
+    while trained < seconds:
+        started = time.monotonic()
+        model.learn(16 * 5 * 25, reset_num_timesteps=False)  # 25 updates
+        trained += time.monotonic() - started
+        if trained >= (len(saved) + 1) * snapshot_seconds or trained >= seconds:
+            path = snapshots / f"{len(saved):03d}.zip"
+            model.save(path)
+            saved.append((path, int(model.num_timesteps), round(trained, 3)))
+            print(f"sb3-a2c: {trained / 60:.1f} min, {model.num_timesteps:,} agent steps")
+    records = []
+    for path, step, at in saved:
+        scores, lengths = play_sb3(A2C.load(path, device="cpu"), seed + 1_000_000)
+        records.append(
+            EvalRecord(
+                step=step,
+                seconds=at,
+                mean=statistics.fmean(scores),
+                std=statistics.pstdev(scores),
+                min=min(scores),
+                max=max(scores),
+                mean_length=statistics.fmean(lengths),
+                episodes=len(scores),
+            )
+        )
+        print(f"sb3-a2c: evaluation at {at / 60:.1f} min: {records[-1].mean:.1f}")
+    with (out / "eval.csv").open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=[f.name for f in fields(EvalRecord)])
+        writer.writeheader()
+        writer.writerows(asdict(record) for record in records)
+
+
+def play_sb3(model: object, seed: int) -> tuple[list[float], list[int]]:
+    """EVAL_EPISODES whole games side by side; game i starts from seed + i."""
+    import numpy as np
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    # Rewards unclipped for the score; a lost life still ends the wrapper's episode, as in
+    # training (with a reset that presses FIRE), but not the game, which Monitor reports.
+    env = VecFrameStack(
+        make_atari_env(ENV, n_envs=EVAL_EPISODES, seed=seed, wrapper_kwargs={"clip_reward": False}),
+        n_stack=4,
+    )
+    observations = env.reset()
+    scores = np.zeros(EVAL_EPISODES)
+    lengths = np.zeros(EVAL_EPISODES, dtype=int)
+    playing = np.ones(EVAL_EPISODES, dtype=bool)
+    while playing.any():
+        actions, _ = model.predict(observations, deterministic=True)  # type: ignore[attr-defined]
+        observations, rewards, _, infos = env.step(actions)
+        scores += np.where(playing, rewards, 0.0)
+        lengths += playing
+        for i, info in enumerate(infos):
+            if "episode" in info or lengths[i] >= EVAL_MAX_STEPS:
+                playing[i] = False
+    env.close()
+    return scores.tolist(), lengths.tolist()
+
+
+def report(out: Path, plot: Path | None) -> str:
+    curves = {side: read_csv(out / side / "eval.csv") for side in SIDES}
+    longest = max((float(r["seconds"]) for rows in curves.values() for r in rows), default=0.0)
+    lines = ["| minutes | " + " | ".join(SIDES) + " |", "|---:|" + "---:|" * len(SIDES)]
+    mark = MARK_MINUTES
+    while mark * 60 <= longest + 60:
+        cells = []
+        for side in SIDES:
+            before = [r for r in curves[side] if float(r["seconds"]) <= mark * 60]
+            cells.append(
+                f"{float(before[-1]['mean']):.1f} ({int(before[-1]['step']) / 1e6:.2f} M)"
+                if before
+                else "none"
+            )
+        lines.append(f"| {mark} | " + " | ".join(cells) + " |")
+        mark += MARK_MINUTES
+    if plot is not None:
+        plot_runs([out / side for side in SIDES if curves[side]], plot)
+        lines.append(f"\nwrote {plot}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--sb3-child"]:
+        out, seconds, snapshot_seconds, seed = json.loads(sys.argv[2])
+        sb3_child(Path(out), seconds, snapshot_seconds, seed)
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60.0, help="wall time per side")
+    parser.add_argument("--out", type=Path, default=Path("runs/breakout-vs-sb3"))
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    parser.add_argument("--snapshot-minutes", type=float, default=5.0,
+                        help="SB3: training minutes between evaluated snapshots")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=1, help="SB3's seed (a3c's is its preset's)")
+    parser.add_argument("--plot", type=Path, help="PNG of both curves")
+    parser.add_argument("--report", action="store_true", help="no training: table and plot")
+    parser.add_argument("train_args", nargs="*", help="more a3c-train flags, after --")
+    args = parser.parse_args()
+    if not args.report:
+        seconds = args.minutes * 60
+        if "a3c" in args.sides:
+            run_a3c(args.out / "a3c", seconds, args.train_args)
+        if "sb3-a2c" in args.sides:
+            run_sb3(args.out / "sb3-a2c", seconds, args.snapshot_minutes * 60, args.seed)
+    print(report(args.out, args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
