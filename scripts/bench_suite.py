@@ -196,20 +196,11 @@ def sb3_child(env_id: str, seed: int, seconds: float, task: Task, keep: Path | N
             deterministic=True,
             return_episode_rewards=True,
         )
-        mean = statistics.fmean(scores)
-        curve.append(
-            EvalRecord(
-                step=int(model.num_timesteps),
-                seconds=round(time.monotonic() - start, 3),
-                mean=mean,
-                std=statistics.pstdev(scores),
-                min=min(scores),
-                max=max(scores),
-                mean_length=statistics.fmean(lengths),
-                episodes=len(scores),
-            )
+        record = evaluation_record(
+            int(model.num_timesteps), time.monotonic() - start, scores, lengths
         )
-        if solved is None and mean >= task.solved:
+        curve.append(record)
+        if solved is None and record.mean >= task.solved:
             solved = (time.monotonic() - start, model.num_timesteps)
     trained = time.monotonic() - start
     if keep is not None:
@@ -227,6 +218,22 @@ def sb3_child(env_id: str, seed: int, seconds: float, task: Task, keep: Path | N
         solved_steps=None if solved is None else solved[1],
         final_mean=float(final),
         flags=[],
+    )
+
+
+def evaluation_record(
+    step: int, seconds: float, scores: list[float], lengths: list[int]
+) -> EvalRecord:
+    """One evaluation of SB3's, as a row of a3c's eval.csv."""
+    return EvalRecord(
+        step=step,
+        seconds=round(seconds, 3),
+        mean=statistics.fmean(scores),
+        std=statistics.pstdev(scores),
+        min=min(scores),
+        max=max(scores),
+        mean_length=statistics.fmean(lengths),
+        episodes=len(scores),
     )
 
 

@@ -8,15 +8,16 @@ settings of rl-baselines3-zoo.
 
 a3c: the real `a3c-train --env BreakoutNoFrameskip-v4 --workers 2` (configs/breakout.toml,
 more flags after --), stopped with SIGTERM when the time is up. Its curve is its own
-evaluator's eval.csv: whole games, greedy, on the same 2 cores as its training.
+evaluator's eval.csv: whole games on the same 2 cores as its training, actions sampled
+(the preset's eval_policy: greedy, it never pressed FIRE; docs/atari.md).
 
 SB3: A2C("CnnPolicy") on `make_atari_env` (16 envs, `AtariWrapper`) with 4 stacked frames,
 ent_coef 0.01, vf_coef 0.25 and RMSpropTFLike(eps=1e-5): the zoo's `atari` entry, every
 other setting SB3's default. Its clock counts training only: its weights are saved every
 --snapshot-minutes and evaluated once the time is up, so evaluating costs it nothing while
 a3c's evaluator shares the cores with a3c's training. That favours SB3. An SB3 evaluation
-is 10 whole games (a lost life ends no game), greedy, game i from seed + i, each cut at
-10,000 agent steps as a3c's are, scored unclipped.
+is 10 whole games (a lost life ends no game), greedy (SB3's FIRE on reset starts the
+ball), game i from seed + i, each cut at 10,000 agent steps as a3c's are, unclipped.
 
 The sides run one after the other, a3c first, on a machine doing nothing else. Prints each
 side's last evaluation at every 10-minute mark and draws both curves in one figure.
@@ -25,20 +26,16 @@ side's last evaluation at every 10-minute mark and draws both curves in one figu
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, fields
 from pathlib import Path
 
-from bench_suite import train_for  # this script's folder is on sys.path
+from bench_suite import evaluation_record, train_for, write_eval_csv  # same folder
 
-from a3c.metrics import EvalRecord
 from a3c.plot import plot_runs, read_csv
 
 ENV = "BreakoutNoFrameskip-v4"
@@ -95,28 +92,14 @@ def sb3_child(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> 
         if trained >= (len(saved) + 1) * snapshot_seconds or trained >= seconds:
             path = snapshots / f"{len(saved):03d}.zip"
             model.save(path)
-            saved.append((path, int(model.num_timesteps), round(trained, 3)))
+            saved.append((path, int(model.num_timesteps), trained))
             print(f"sb3-a2c: {trained / 60:.1f} min, {model.num_timesteps:,} agent steps")
     records = []
     for path, step, at in saved:
         scores, lengths = play_sb3(A2C.load(path, device="cpu"), seed + 1_000_000)
-        records.append(
-            EvalRecord(
-                step=step,
-                seconds=at,
-                mean=statistics.fmean(scores),
-                std=statistics.pstdev(scores),
-                min=min(scores),
-                max=max(scores),
-                mean_length=statistics.fmean(lengths),
-                episodes=len(scores),
-            )
-        )
+        records.append(evaluation_record(step, at, scores, lengths))
         print(f"sb3-a2c: evaluation at {at / 60:.1f} min: {records[-1].mean:.1f}")
-    with (out / "eval.csv").open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=[f.name for f in fields(EvalRecord)])
-        writer.writeheader()
-        writer.writerows(asdict(record) for record in records)
+    write_eval_csv(out / "eval.csv", records)
 
 
 def play_sb3(model: object, seed: int) -> tuple[list[float], list[int]]:
