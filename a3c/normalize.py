@@ -18,6 +18,11 @@ from torch import nn
 # training cannot feed the network a value of thousands.
 OBSERVATION_CLIP = 10.0
 EPSILON = 1e-8
+# Scaled rewards are clipped too, as SB3's VecNormalize does. Until an environment pays its
+# first reward every return is 0, so the spread is sqrt(EPSILON) and that first reward
+# would arrive 10,000 times its size: on FrozenLake the critic's loss jumped to 125,000
+# and some runs needed twice the steps to learn (docs/defaults.md).
+REWARD_CLIP = 10.0
 
 
 class RunningMeanStd(nn.Module):

@@ -23,7 +23,7 @@ from a3c.config import TrainConfig
 from a3c.envs import make_env_batch
 from a3c.metrics import EpisodeRecord, LossStats, SkippedUpdate
 from a3c.model import ActorCritic, Scores, State, build_model
-from a3c.normalize import DiscountedReturns
+from a3c.normalize import REWARD_CLIP, DiscountedReturns
 from a3c.returns import gae, n_step_returns
 
 
@@ -276,6 +276,7 @@ class Worker:
             # The scale of the rollout's start, for every step of it: the local statistics
             # change only when the next rollout loads the shared ones.
             rewards /= float(self.model.return_norm.std)
+            np.clip(rewards, -REWARD_CLIP, REWARD_CLIP, out=rewards)
         # Gradients stop at the rollout's edge (truncated backpropagation through time).
         self.state = _detach(state)
         with torch.no_grad():

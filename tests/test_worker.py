@@ -14,6 +14,7 @@ from a3c.config import TrainConfig
 from a3c.envs import describe_env
 from a3c.metrics import EpisodeRecord, LossStats
 from a3c.model import Scores, build_model
+from a3c.normalize import REWARD_CLIP
 from a3c.optim import SharedAdam, make_shared_optimizer
 from a3c.policy import beyond_bounds
 from a3c.worker import SharedObjects, Worker, a3c_loss, apply_gradients
@@ -233,3 +234,16 @@ def test_learning_rate_decays_linearly_with_the_global_step() -> None:
     assert config.learning_rate_at(1000) == 0.0
     assert config.learning_rate_at(2000) == 0.0
     assert TrainConfig(lr=1e-3).learning_rate_at(999) == 1e-3
+
+
+def test_scaled_rewards_are_clipped_before_any_return_has_spread() -> None:
+    """Until a sparse environment pays, every return is 0 and the scale is sqrt(1e-8):
+    CartPole's reward of 1 would reach the learner as 10,000."""
+    config = TrainConfig(env="CartPole-v1", workers=0, t_max=5, envs_per_worker=2)
+    worker = Worker(0, config, make_shared(config))
+    statistics = worker.model.return_norm
+    assert statistics is not None
+    statistics.update(np.zeros(100))
+    rollout = worker.collect_rollout()
+    worker.close()
+    assert (rollout.rewards == REWARD_CLIP).all()
