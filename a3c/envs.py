@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Protocol, SupportsFloat
 
 import ale_py
 import gymnasium as gym
@@ -172,18 +172,65 @@ class OneHotObservation(gym.ObservationWrapper):
         return one_hot
 
 
+# Action 1 of the games FireAtLifeStart serves.
+FIRE = 1
+
+
+class FireAtLifeStart(gym.Wrapper):
+    """Presses FIRE once when a game starts and after each lost life, a step of its own.
+
+    In games like Breakout nothing happens until FIRE launches the ball, and a greedy
+    policy whose most likely action at that moment is another one waits there until the
+    step cap: Breakout's greedy evaluations scored 0 in games of 10,000 agent steps
+    (docs/atari.md). SB3's and OpenAI Baselines' Atari wrappers press FIRE the same way.
+    The extra step's frames and reward belong to the agent step before it (to `reset` at
+    the start); the episode's length counts agent steps only.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+
+    @staticmethod
+    def needed(env: gym.Env) -> bool:
+        """Games whose action 1 is FIRE (Baselines' test), among at least 3 actions."""
+        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+        return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.env.reset(**kwargs)
+        # The game's first frames score nothing: the reset's FIRE step has no reward to keep.
+        obs, _, terminated, truncated, info = self.env.step(FIRE)
+        if terminated or truncated:
+            return self.env.reset(**kwargs)
+        self.lives = int(info.get("lives", 0))
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = int(info.get("lives", 0))
+        if lives < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(FIRE)
+            reward = float(reward) + float(fire_reward)
+            lives = int(info.get("lives", 0))
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+
 def make_env(
     env_id: str,
     frame_size: int = 42,
     render_mode: str | None = None,
     noop_max: int = ATARI_NOOP_MAX,
+    fire_at_life_start: bool = False,
 ) -> gym.Env:
     """The environment with the wrappers a3c uses.
 
     `RecordEpisodeStatistics` is outermost, so the episode scores it reports are the
     game's real, unclipped scores of whole games. Atari frames become `frame_size` squared
     grayscale uint8 images; discrete observations become one-hot vectors. Atari episodes
-    start with 1 to `noop_max` no-op agent steps (none with 0).
+    start with 1 to `noop_max` no-op agent steps (none with 0). With `fire_at_life_start`
+    (evaluation), games that wait for FIRE get it (`FireAtLifeStart`).
     """
     _check_registered(env_id)
     if not is_atari(env_id):
@@ -201,6 +248,8 @@ def make_env(
         grayscale_obs=True,
         scale_obs=False,  # uint8 frames: four times less to copy; the model scales them
     )
+    if fire_at_life_start and FireAtLifeStart.needed(env):
+        env = FireAtLifeStart(env)
     return gym.wrappers.RecordEpisodeStatistics(env)
 
 

@@ -72,7 +72,7 @@ def evaluation_envs(
 ) -> list[gym.Env]:
     """The envs to play `episodes` evaluation episodes side by side."""
     return [
-        maybe_inject(make_env(env_id, frame_size=frame_size), process_name)
+        maybe_inject(make_env(env_id, frame_size=frame_size, fire_at_life_start=True), process_name)
         for _ in range(min(episodes, MAX_PARALLEL_EPISODES))
     ]
 
@@ -356,7 +356,12 @@ def evaluate_checkpoint(
 def _open_replay(config: TrainConfig, video: Path, cleanup: contextlib.ExitStack) -> gym.Env:
     """An env that renders into `video`, closed (and the file finished) by `cleanup`."""
     try:
-        env = make_env(config.env, frame_size=config.frame_size, render_mode="rgb_array")
+        env = make_env(
+            config.env,
+            frame_size=config.frame_size,
+            render_mode="rgb_array",
+            fire_at_life_start=True,
+        )
     except gym.error.DependencyNotInstalled as error:
         raise UsageError(f"cannot render {config.env} for --video: {error}") from None
     cleanup.callback(env.close)

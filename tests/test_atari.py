@@ -15,6 +15,7 @@ from helpers import only_run, read_csv
 from a3c.config import TrainConfig, find_preset
 from a3c.envs import (
     AtariVectorBatch,
+    FireAtLifeStart,
     GymEnvBatch,
     atari_path,
     describe_env,
@@ -22,7 +23,7 @@ from a3c.envs import (
     make_env_batch,
 )
 from a3c.errors import UsageError
-from a3c.evaluator import play_episodes
+from a3c.evaluator import evaluation_envs, play_episodes
 from a3c.model import ActorCritic, build_model
 from a3c.optim import make_shared_optimizer
 from a3c.worker import SharedObjects, Worker
@@ -269,6 +270,40 @@ def test_evaluation_episodes_are_capped() -> None:
     env.close()
     # A Breakout game lasts five lost balls, far more than 60 steps.
     assert scores.lengths == [60, 60]
+
+
+def noop_game(env: gym.Env, max_steps: int) -> tuple[int, int]:
+    """Agent steps and lives left when an agent that only ever plays NOOP stops."""
+    _, info = env.reset(seed=0)
+    lives = int(info["lives"])
+    for step in range(1, max_steps + 1):
+        _, _, terminated, truncated, info = env.step(0)
+        lives = int(info["lives"])
+        if terminated or truncated:
+            return step, lives
+    return max_steps, lives
+
+
+def test_evaluation_presses_fire_when_a_breakout_life_starts() -> None:
+    """Without FIRE the ball never launches: a NOOP agent's game never ends. The
+    evaluator's envs launch it at the start and after each lost ball."""
+    (evaluation_env,) = evaluation_envs("BreakoutNoFrameskip-v4", 42, 1, "test")
+    training_env = make_env("BreakoutNoFrameskip-v4")
+    try:
+        assert noop_game(training_env, 3000) == (3000, 5)
+        steps, lives = noop_game(evaluation_env, 3000)
+    finally:
+        evaluation_env.close()
+        training_env.close()
+    assert steps < 3000 and lives == 0
+
+
+def test_games_that_start_without_fire_are_left_alone() -> None:
+    env = make_env("ALE/Freeway-v5", fire_at_life_start=True)  # actions: NOOP, UP, DOWN
+    try:
+        assert not isinstance(env.env, FireAtLifeStart)
+    finally:
+        env.close()
 
 
 def test_two_workers_train_on_pong_through_the_command(cli, tmp_path: Path) -> None:
