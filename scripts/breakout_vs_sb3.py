@@ -9,15 +9,17 @@ settings of rl-baselines3-zoo.
 a3c: the real `a3c-train --env BreakoutNoFrameskip-v4 --workers 2` (configs/breakout.toml,
 more flags after --), stopped with SIGTERM when the time is up. Its curve is its own
 evaluator's eval.csv: whole games on the same 2 cores as its training, actions sampled
-(the preset's eval_policy: greedy, it never pressed FIRE; docs/atari.md).
+(the preset's eval_policy; docs/atari.md).
 
 SB3: A2C("CnnPolicy") on `make_atari_env` (16 envs, `AtariWrapper`) with 4 stacked frames,
 ent_coef 0.01, vf_coef 0.25 and RMSpropTFLike(eps=1e-5): the zoo's `atari` entry, every
 other setting SB3's default. Its clock counts training only: its weights are saved every
 --snapshot-minutes and evaluated once the time is up, so evaluating costs it nothing while
 a3c's evaluator shares the cores with a3c's training. That favours SB3. An SB3 evaluation
-is 10 whole games (a lost life ends no game), greedy (SB3's FIRE on reset starts the
-ball), game i from seed + i, each cut at 10,000 agent steps as a3c's are, unclipped.
+is 10 whole games (a lost life ends no game), actions sampled as a3c's preset samples them
+and as the zoo's own `enjoy.py` plays Atari agents (stochastic unless --deterministic),
+game i from seed + i, each cut at 10,000 agent steps as a3c's are, unclipped.
+`--reevaluate` plays the saved snapshots again and rewrites SB3's eval.csv.
 
 The sides run one after the other, a3c first, on a machine doing nothing else. Prints each
 side's last evaluation at every 10-minute mark and draws both curves in one figure.
@@ -94,16 +96,36 @@ def sb3_child(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> 
             model.save(path)
             saved.append((path, int(model.num_timesteps), trained))
             print(f"sb3-a2c: {trained / 60:.1f} min, {model.num_timesteps:,} agent steps")
+    evaluate_sb3(out, [(step, at) for _, step, at in saved], seed)
+
+
+def evaluate_sb3(out: Path, snapshots: list[tuple[int, float]], seed: int) -> None:
+    """Play snapshot i of `out`/snapshots (taken at (step, seconds) `snapshots[i]`)."""
+    import ale_py
+    import gymnasium
+    import torch
+    from stable_baselines3 import A2C
+
+    gymnasium.register_envs(ale_py)  # the Atari ids, for make_atari_env
     records = []
-    for path, step, at in saved:
-        scores, lengths = play_sb3(A2C.load(path, device="cpu"), seed + 1_000_000)
+    for index, (step, at) in enumerate(snapshots):
+        model = A2C.load(out / "snapshots" / f"{index:03d}.zip", device="cpu")
+        torch.manual_seed(seed)  # SB3 samples its actions from torch's global generator
+        scores, lengths = play_sb3(model, seed + 1_000_000)
         records.append(evaluation_record(step, at, scores, lengths))
         print(f"sb3-a2c: evaluation at {at / 60:.1f} min: {records[-1].mean:.1f}")
     write_eval_csv(out / "eval.csv", records)
 
 
+def reevaluate_sb3(out: Path, seed: int) -> None:
+    """Play the saved snapshots again; eval.csv's rows keep their step and time."""
+    snapshots = [(int(row["step"]), float(row["seconds"])) for row in read_csv(out / "eval.csv")]
+    payload = json.dumps([str(out), snapshots, seed])
+    subprocess.run([sys.executable, __file__, "--sb3-reevaluate", payload], check=True)
+
+
 def play_sb3(model: object, seed: int) -> tuple[list[float], list[int]]:
-    """EVAL_EPISODES whole games side by side; game i starts from seed + i."""
+    """EVAL_EPISODES whole games side by side, actions sampled; game i starts from seed + i."""
     import numpy as np
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
@@ -119,7 +141,7 @@ def play_sb3(model: object, seed: int) -> tuple[list[float], list[int]]:
     lengths = np.zeros(EVAL_EPISODES, dtype=int)
     playing = np.ones(EVAL_EPISODES, dtype=bool)
     while playing.any():
-        actions, _ = model.predict(observations, deterministic=True)  # type: ignore[attr-defined]
+        actions, _ = model.predict(observations, deterministic=False)  # type: ignore[attr-defined]
         observations, rewards, _, infos = env.step(actions)
         scores += np.where(playing, rewards, 0.0)
         lengths += playing
@@ -157,6 +179,10 @@ def main() -> int:
         out, seconds, snapshot_seconds, seed = json.loads(sys.argv[2])
         sb3_child(Path(out), seconds, snapshot_seconds, seed)
         return 0
+    if sys.argv[1:2] == ["--sb3-reevaluate"]:
+        out, snapshots, seed = json.loads(sys.argv[2])
+        evaluate_sb3(Path(out), [(int(step), float(at)) for step, at in snapshots], seed)
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="wall time per side")
     parser.add_argument("--out", type=Path, default=Path("runs/breakout-vs-sb3"))
@@ -166,9 +192,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="SB3's seed (a3c's is its preset's)")
     parser.add_argument("--plot", type=Path, help="PNG of both curves")
     parser.add_argument("--report", action="store_true", help="no training: table and plot")
+    parser.add_argument("--reevaluate", action="store_true",
+                        help="no training: play SB3's saved snapshots again")  # fmt: skip
     parser.add_argument("train_args", nargs="*", help="more a3c-train flags, after --")
     args = parser.parse_args()
-    if not args.report:
+    if args.reevaluate:
+        reevaluate_sb3(args.out / "sb3-a2c", args.seed)
+    elif not args.report:
         seconds = args.minutes * 60
         if "a3c" in args.sides:
             run_a3c(args.out / "a3c", seconds, args.train_args)
