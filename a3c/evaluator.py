@@ -67,12 +67,17 @@ _STOP_CHECK_STEPS = 200
 MAX_PARALLEL_EPISODES = 16
 
 
+def evaluation_env(env_id: str, frame_size: int, render_mode: str | None = None) -> gym.Env:
+    """An env that plays evaluation episodes: the evaluator's, `a3c-eval`'s and its video's."""
+    return make_env(env_id, frame_size=frame_size, render_mode=render_mode, fire_at_life_start=True)
+
+
 def evaluation_envs(
     env_id: str, frame_size: int, episodes: int, process_name: str
 ) -> list[gym.Env]:
     """The envs to play `episodes` evaluation episodes side by side."""
     return [
-        maybe_inject(make_env(env_id, frame_size=frame_size, fire_at_life_start=True), process_name)
+        maybe_inject(evaluation_env(env_id, frame_size), process_name)
         for _ in range(min(episodes, MAX_PARALLEL_EPISODES))
     ]
 
@@ -356,12 +361,7 @@ def evaluate_checkpoint(
 def _open_replay(config: TrainConfig, video: Path, cleanup: contextlib.ExitStack) -> gym.Env:
     """An env that renders into `video`, closed (and the file finished) by `cleanup`."""
     try:
-        env = make_env(
-            config.env,
-            frame_size=config.frame_size,
-            render_mode="rgb_array",
-            fire_at_life_start=True,
-        )
+        env = evaluation_env(config.env, config.frame_size, render_mode="rgb_array")
     except gym.error.DependencyNotInstalled as error:
         raise UsageError(f"cannot render {config.env} for --video: {error}") from None
     cleanup.callback(env.close)

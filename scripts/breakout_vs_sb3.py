@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench_suite import evaluation_record, train_for, write_eval_csv  # same folder
 
@@ -65,19 +66,27 @@ def run_sb3(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> No
     subprocess.run([sys.executable, __file__, "--sb3-child", payload], check=True)
 
 
-def sb3_child(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> None:
+def sb3_atari_env(n_envs: int, seed: int, **wrapper_kwargs: object) -> Any:
+    """SB3's Breakout: `AtariWrapper` games with 4 stacked frames, the zoo's settings."""
     import ale_py
     import gymnasium
-    from stable_baselines3 import A2C
     from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gymnasium.register_envs(ale_py)  # the Atari ids, for make_atari_env
+    return VecFrameStack(
+        make_atari_env(ENV, n_envs=n_envs, seed=seed, wrapper_kwargs=wrapper_kwargs), n_stack=4
+    )
+
+
+def sb3_child(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> None:
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+
     shutil.rmtree(out, ignore_errors=True)
     snapshots = out / "snapshots"
     snapshots.mkdir(parents=True)
-    env = VecFrameStack(make_atari_env(ENV, n_envs=16, seed=seed), n_stack=4)
+    env = sb3_atari_env(16, seed)
     model = A2C(
         "CnnPolicy",
         env,
@@ -101,12 +110,9 @@ def sb3_child(out: Path, seconds: float, snapshot_seconds: float, seed: int) -> 
 
 def evaluate_sb3(out: Path, snapshots: list[tuple[int, float]], seed: int) -> None:
     """Play snapshot i of `out`/snapshots (taken at (step, seconds) `snapshots[i]`)."""
-    import ale_py
-    import gymnasium
     import torch
     from stable_baselines3 import A2C
 
-    gymnasium.register_envs(ale_py)  # the Atari ids, for make_atari_env
     records = []
     for index, (step, at) in enumerate(snapshots):
         model = A2C.load(out / "snapshots" / f"{index:03d}.zip", device="cpu")
@@ -127,15 +133,10 @@ def reevaluate_sb3(out: Path, seed: int) -> None:
 def play_sb3(model: object, seed: int) -> tuple[list[float], list[int]]:
     """EVAL_EPISODES whole games side by side, actions sampled; game i starts from seed + i."""
     import numpy as np
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
 
     # Rewards unclipped for the score; a lost life still ends the wrapper's episode, as in
     # training (with a reset that presses FIRE), but not the game, which Monitor reports.
-    env = VecFrameStack(
-        make_atari_env(ENV, n_envs=EVAL_EPISODES, seed=seed, wrapper_kwargs={"clip_reward": False}),
-        n_stack=4,
-    )
+    env = sb3_atari_env(EVAL_EPISODES, seed, clip_reward=False)
     observations = env.reset()
     scores = np.zeros(EVAL_EPISODES)
     lengths = np.zeros(EVAL_EPISODES, dtype=int)
