@@ -108,7 +108,7 @@ class TrainConfig:
     frame_size: int = _option(
         42,
         group=ENVIRONMENT,
-        help="Atari frames are resized to this square (84: the A3C paper's encoder)",
+        help="image frames are resized to this square (84: the A3C paper's encoder)",
         choices=(42, 84),
     )
     clip_rewards: bool = _option(

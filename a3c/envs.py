@@ -48,7 +48,7 @@ class EnvInfo:
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
     n_actions: int  # discrete: how many actions; continuous: how many action dimensions
-    one_hot: bool = False  # Discrete states, one-hot encoded by the env's wrapper
+    one_hot: bool = False  # discrete states (Blackjack's tuple too), one-hot by `FlatObservation`
     # Continuous (Box) actions only: the space's shape and its bounds, flattened.
     action_shape: tuple[int, ...] | None = None
     action_low: tuple[float, ...] = ()
@@ -58,7 +58,7 @@ class EnvInfo:
     def of(cls, env: gym.Env) -> EnvInfo:
         observation_shape = tuple(env.observation_space.shape or ())
         observation_dtype = np.dtype(env.observation_space.dtype)
-        one_hot = isinstance(env.unwrapped.observation_space, gym.spaces.Discrete)
+        one_hot = _discrete_parts_only(env.unwrapped.observation_space)
         space = env.action_space
         if isinstance(space, gym.spaces.Discrete):
             return cls(observation_shape, observation_dtype, int(space.n), one_hot)
@@ -75,7 +75,7 @@ class EnvInfo:
 
     @property
     def vector_observations(self) -> bool:
-        """Flat feature vectors: not frames, and not one-hot encoded Discrete states."""
+        """Flat feature vectors: not frames, and not one-hot encoded discrete states."""
         return len(self.observation_shape) == 1 and not self.one_hot
 
     @property
@@ -152,24 +152,71 @@ def _make(env_id: str, render_mode: str | None) -> gym.Env:
         raise UsageError(f"{env_id} needs a package that is not installed: {reason}") from None
 
 
-class OneHotObservation(gym.ObservationWrapper):
-    """Discrete observations (toy-text states) as one-hot float vectors.
+def _discrete_parts_only(space: gym.Space[Any]) -> bool:
+    """Discrete, MultiDiscrete, MultiBinary, or a Tuple or Dict built only of those."""
+    if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
+        return True
+    if isinstance(space, gym.spaces.Tuple):
+        return all(_discrete_parts_only(part) for part in space.spaces)
+    if isinstance(space, gym.spaces.Dict):
+        return all(_discrete_parts_only(part) for part in space.spaces.values())
+    return False
 
-    A state's index is a name, not a magnitude: fed as one number, state 41 would look
-    almost like state 40 to the encoder.
+
+def _flattenable(space: gym.Space[Any]) -> bool:
+    """A space `FlatObservation` can turn into one vector: vectors and discrete parts, nested."""
+    if isinstance(space, gym.spaces.Box):
+        return len(space.shape) <= 1
+    if isinstance(space, gym.spaces.Tuple):
+        return all(_flattenable(part) for part in space.spaces)
+    if isinstance(space, gym.spaces.Dict):
+        return all(_flattenable(part) for part in space.spaces.values())
+    return _discrete_parts_only(space)
+
+
+def _is_image(space: gym.Space[Any]) -> bool:
+    """uint8 pixels: (height, width), or (height, width, channels) with 1 or 3 channels."""
+    if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8:
+        return False
+    return len(space.shape) == 2 or (len(space.shape) == 3 and space.shape[2] in (1, 3))
+
+
+def square_grayscale_frames(env: gym.Env, frame_size: int) -> gym.Env:
+    """An image environment's frames as `frame_size` squared grayscale uint8 images, the
+    frames the Atari encoder reads. Colour goes as in Atari's preprocessing; the LSTM, where
+    used, carries what one frame cannot show."""
+    shape = env.observation_space.shape
+    assert shape is not None
+    if len(shape) == 3:
+        if shape[2] == 3:
+            env = gym.wrappers.GrayscaleObservation(env, keep_dim=False)
+        else:
+            env = gym.wrappers.ReshapeObservation(env, shape[:2])
+    if env.observation_space.shape != (frame_size, frame_size):
+        env = gym.wrappers.ResizeObservation(env, (frame_size, frame_size))
+    return env
+
+
+class FlatObservation(gym.ObservationWrapper):
+    """Discrete states (toy text) and Tuple or Dict observations as one float32 vector.
+
+    Each Discrete part becomes one-hot, as gymnasium's `flatten` writes it: a state's index
+    is a name, not a magnitude, and fed as one number state 41 would look almost like state
+    40 to the encoder. Blackjack's (sum, dealer card, usable ace) becomes 32 + 11 + 2 inputs.
     """
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        assert isinstance(env.observation_space, gym.spaces.Discrete)
-        self.size = int(env.observation_space.n)
-        self.start = int(env.observation_space.start)
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (self.size,), np.float32)
+        self.structured_space = env.observation_space
+        flat = gym.spaces.flatten_space(self.structured_space)
+        assert isinstance(flat, gym.spaces.Box)
+        self.observation_space = gym.spaces.Box(
+            flat.low.astype(np.float32), flat.high.astype(np.float32), dtype=np.float32
+        )
 
     def observation(self, observation: Any) -> np.ndarray:
-        one_hot = np.zeros(self.size, dtype=np.float32)
-        one_hot[int(observation) - self.start] = 1.0
-        return one_hot
+        flat = gym.spaces.flatten(self.structured_space, observation)
+        return np.asarray(flat, dtype=np.float32)
 
 
 # Action 1 of the games FireAtLifeStart serves.
@@ -227,16 +274,20 @@ def make_env(
     """The environment with the wrappers a3c uses.
 
     `RecordEpisodeStatistics` is outermost, so the episode scores it reports are the
-    game's real, unclipped scores of whole games. Atari frames become `frame_size` squared
-    grayscale uint8 images; discrete observations become one-hot vectors. Atari episodes
+    game's real, unclipped scores of whole games. Atari frames, and other environments'
+    images (CarRacing), become `frame_size` squared grayscale uint8 images; discrete, Tuple
+    and Dict observations become one float vector (`FlatObservation`). Atari episodes
     start with 1 to `noop_max` no-op agent steps (none with 0). With `fire_at_life_start`
     (evaluation), games that wait for FIRE get it (`FireAtLifeStart`).
     """
     _check_registered(env_id)
     if not is_atari(env_id):
         env = _make(env_id, render_mode)
-        if isinstance(env.observation_space, gym.spaces.Discrete):
-            env = OneHotObservation(env)
+        space = env.observation_space
+        if _is_image(space):
+            env = square_grayscale_frames(env, frame_size)
+        elif not isinstance(space, gym.spaces.Box) and _flattenable(space):
+            env = FlatObservation(env)
         return gym.wrappers.RecordEpisodeStatistics(env)
     env = _make(env_id, render_mode)
     emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
@@ -269,7 +320,8 @@ def describe_env(env_id: str, frame_size: int = 42) -> EnvInfo:
     ):
         raise UsageError(
             f"{env_id} has {type(observation_space).__name__} observations "
-            f"{observation_space}; a3c supports flat vectors, Discrete states and Atari frames"
+            f"{observation_space}; a3c supports flat vectors, discrete states, Tuple or Dict "
+            "observations made of those, and images (uint8, grayscale or RGB)"
         )
     return EnvInfo.of(env)
 

@@ -22,7 +22,6 @@ def assert_one_line_usage_error(result, expected: str) -> None:
     ("args", "expected"),
     [
         (["--env", "CartPol-v1"], "unknown environment 'CartPol-v1'; did you mean CartPole-v1"),
-        (["--env", "Blackjack-v1"], "Blackjack-v1 has Tuple observations"),
         (["--workers", "-1"], "--workers must be >= 0 (got -1)"),
         (["--total-steps", "0"], "--total-steps must be >= 1 (got 0)"),
         (["--t-max", "-5"], "--t-max must be >= 1"),

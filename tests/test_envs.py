@@ -41,19 +41,28 @@ def test_unknown_id_without_close_match() -> None:
         describe_env("zzzzzzzz")
 
 
-class ActionSpaceEnv(gym.Env):
-    """A one-step env whose action space is the one a test asks for."""
+TWO_ACTIONS = gym.spaces.Discrete(2)
+THREE_FEATURES = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
-    def __init__(self, action_space: gym.Space, render_mode: str | None = None) -> None:
+
+class SpacesEnv(gym.Env):
+    """A one-step env with the action and observation spaces a test asks for."""
+
+    def __init__(
+        self,
+        action_space: gym.Space = TWO_ACTIONS,
+        observation_space: gym.Space = THREE_FEATURES,
+        render_mode: str | None = None,
+    ) -> None:
         self.action_space = action_space
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.observation_space = observation_space
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        return np.zeros(3, np.float32), {}
+        return self.observation_space.sample(), {}
 
     def step(self, action):
-        return np.zeros(3, np.float32), 0.0, True, False, {}
+        return self.observation_space.sample(), 0.0, True, False, {}
 
 
 REFUSED_ACTION_SPACES = {
@@ -63,7 +72,15 @@ REFUSED_ACTION_SPACES = {
     "Tuple": gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3))),
 }
 for _name, _space in REFUSED_ACTION_SPACES.items():
-    gym.register(f"a3c-test/{_name}Actions-v0", ActionSpaceEnv, kwargs={"action_space": _space})
+    gym.register(f"a3c-test/{_name}Actions-v0", SpacesEnv, kwargs={"action_space": _space})
+TEXT = gym.spaces.Text(8)
+gym.register("a3c-test/TextObservations-v0", SpacesEnv, kwargs={"observation_space": TEXT})
+STRUCTURED = gym.spaces.Dict(
+    {"cell": gym.spaces.MultiDiscrete([3, 4]), "pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
+)
+gym.register("a3c-test/DictObservations-v0", SpacesEnv, kwargs={"observation_space": STRUCTURED})
+ONE_CHANNEL = gym.spaces.Box(0, 255, (64, 48, 1), np.uint8)
+gym.register("a3c-test/OneChannelImages-v0", SpacesEnv, kwargs={"observation_space": ONE_CHANNEL})
 
 
 @pytest.mark.parametrize("kind", sorted(REFUSED_ACTION_SPACES))
@@ -103,6 +120,49 @@ def test_vector_observations_are_flat_features_only() -> None:
     assert not describe_env("PongNoFrameskip-v4").vector_observations
 
 
+def test_blackjack_tuple_observations_become_one_hot_parts() -> None:
+    env = make_env("Blackjack-v1")
+    obs, _ = env.reset(seed=5)
+    player_sum, dealer_card, usable_ace = env.unwrapped._get_obs()
+    assert obs.shape == (32 + 11 + 2,) and obs.dtype == np.float32
+    assert sorted(np.flatnonzero(obs)) == [player_sum, 32 + dealer_card, 43 + usable_ace]
+    info = describe_env("Blackjack-v1")
+    assert info.one_hot and not info.vector_observations  # the defaults of discrete states
+    env.close()
+
+
+def test_dict_observations_with_a_vector_part_are_flat_features() -> None:
+    env = make_env("a3c-test/DictObservations-v0")
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (3 + 4 + 2,) and obs.dtype == np.float32
+    assert obs[:7].sum() == 2.0  # "cell": a one-hot part per digit, then "pos" as it is
+    assert describe_env("a3c-test/DictObservations-v0").vector_observations
+    env.close()
+
+
+@pytest.mark.parametrize("frame_size", [42, 84])
+def test_car_racing_images_become_square_grayscale_frames(frame_size: int) -> None:
+    env = make_env("CarRacing-v3", frame_size=frame_size)
+    obs, _ = env.reset(seed=2)
+    for _ in range(60):  # past the opening zoom, onto the track
+        obs, *_ = env.step(np.array([0.0, 0.5, 0.0], np.float32))
+    assert obs.shape == (frame_size, frame_size) and obs.dtype == np.uint8
+    assert obs.std() > 10  # a picture: track, grass and the car, not a blank frame
+    info = describe_env("CarRacing-v3", frame_size=frame_size)
+    assert info.observation_shape == (frame_size, frame_size) and info.continuous
+    assert not info.vector_observations
+    env.close()
+
+
+def test_one_channel_images_are_resized_too() -> None:
+    env = make_env("a3c-test/OneChannelImages-v0")
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (42, 42) and obs.dtype == np.uint8
+    env.close()
+
+
 def test_other_observation_spaces_are_refused_in_one_line() -> None:
-    with pytest.raises(UsageError, match=r"^Blackjack-v1 has Tuple observations .*Discrete"):
-        describe_env("Blackjack-v1")
+    with pytest.raises(
+        UsageError, match=r"^a3c-test/TextObservations-v0 has Text observations .*Tuple or Dict"
+    ):
+        describe_env("a3c-test/TextObservations-v0")

@@ -110,6 +110,27 @@ def test_serial_mode_runs_in_process(tmp_path: Path) -> None:
     assert (result.run_dir / "checkpoints" / "latest.pt").is_file()
 
 
+def test_an_image_environment_trains_on_frames_with_continuous_actions(tmp_path: Path) -> None:
+    """CarRacing: RGB images become the Atari encoder's grayscale frames, and its three
+    bounded actions (steer, gas, brake) a Gaussian policy; training, evaluation and the
+    checkpoint all work on them."""
+    config = TrainConfig(
+        env="CarRacing-v3",
+        workers=0,
+        total_steps=200,
+        eval_interval=200,
+        eval_episodes=1,
+        eval_max_steps=100,
+        run_dir=str(tmp_path),
+    )
+    result = train(config, quiet=True)
+    assert result.steps >= 200 and not result.interrupted
+    assert len(read_csv(result.run_dir / "eval.csv")) >= 1
+    latest = load_checkpoint(result.run_dir / "checkpoints" / "latest.pt")
+    assert latest["model"]["encoder.layers.0.weight"].dim() == 4  # a convolution over frames
+    assert latest["model"]["policy.mean.weight"].shape[0] == 3
+
+
 def test_target_score_stops_training_early(tmp_path: Path) -> None:
     config = TrainConfig(
         env="CartPole-v1",
