@@ -152,26 +152,30 @@ def _make(env_id: str, render_mode: str | None) -> gym.Env:
         raise UsageError(f"{env_id} needs a package that is not installed: {reason}") from None
 
 
+def _leaf_spaces(space: gym.Space[Any]) -> list[gym.Space[Any]]:
+    """The spaces inside nested Tuples and Dicts; any other space is its own leaf."""
+    if isinstance(space, gym.spaces.Tuple):
+        return [leaf for part in space.spaces for leaf in _leaf_spaces(part)]
+    if isinstance(space, gym.spaces.Dict):
+        return [leaf for part in space.spaces.values() for leaf in _leaf_spaces(part)]
+    return [space]
+
+
+DISCRETE_SPACES = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
 def _discrete_parts_only(space: gym.Space[Any]) -> bool:
     """Discrete, MultiDiscrete, MultiBinary, or a Tuple or Dict built only of those."""
-    if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
-        return True
-    if isinstance(space, gym.spaces.Tuple):
-        return all(_discrete_parts_only(part) for part in space.spaces)
-    if isinstance(space, gym.spaces.Dict):
-        return all(_discrete_parts_only(part) for part in space.spaces.values())
-    return False
+    return all(isinstance(leaf, DISCRETE_SPACES) for leaf in _leaf_spaces(space))
 
 
 def _flattenable(space: gym.Space[Any]) -> bool:
     """A space `FlatObservation` can turn into one vector: vectors and discrete parts, nested."""
-    if isinstance(space, gym.spaces.Box):
-        return len(space.shape) <= 1
-    if isinstance(space, gym.spaces.Tuple):
-        return all(_flattenable(part) for part in space.spaces)
-    if isinstance(space, gym.spaces.Dict):
-        return all(_flattenable(part) for part in space.spaces.values())
-    return _discrete_parts_only(space)
+    return all(
+        isinstance(leaf, DISCRETE_SPACES)
+        or (isinstance(leaf, gym.spaces.Box) and len(leaf.shape) <= 1)
+        for leaf in _leaf_spaces(space)
+    )
 
 
 def _is_image(space: gym.Space[Any]) -> bool:
