@@ -214,9 +214,14 @@ class TrainConfig:
     conv_channels: int = _option(
         32,
         group=MODEL,
-        help="channels of the four convolutions on 42x42 frames; 84x84 frames get the A3C "
-        "paper's encoder",
+        help="channels of the four convolutions on 42x42 frames (84x84: the A3C paper's encoder)",
         minimum=1,
+    )
+    precision: str = _option(
+        "auto",
+        group=MODEL,
+        help="frame encoder's arithmetic; auto: bfloat16 on CPUs that have it natively",
+        choices=("auto", "bfloat16", "float32"),
     )
     policy_std: str = _option(
         "state",

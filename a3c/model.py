@@ -87,9 +87,10 @@ class ConvEncoder(nn.Module):
     running averages; per frame needs no state to share or save).
     """
 
-    def __init__(self, layers: nn.Sequential, frame_size: int) -> None:
+    def __init__(self, layers: nn.Sequential, frame_size: int, bfloat16: bool = False) -> None:
         super().__init__()
         self.layers = layers
+        self.in_bfloat16 = bfloat16
         for module in layers:
             if isinstance(module, nn.Conv2d | nn.Linear):
                 nn.init.orthogonal_(module.weight, math.sqrt(2))
@@ -110,18 +111,22 @@ class ConvEncoder(nn.Module):
         std = (centred.square().sum(1, keepdim=True) / (pixels.shape[1] - 1)).sqrt()
         # A flat frame (a blank screen) has no contrast to stretch: it stays all zeros.
         standardised = centred / std.clamp_min(FLAT_FRAME_STD)
-        return self.layers(standardised.view(obs.shape[0], 1, *obs.shape[1:]))
+        frames = standardised.view(obs.shape[0], 1, *obs.shape[1:])
+        # Weights and gradients stay float32; only the layers' arithmetic is bfloat16.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.in_bfloat16):
+            features = self.layers(frames)
+        return features.float()
 
 
-def a3c_conv_encoder(channels: int) -> ConvEncoder:
+def a3c_conv_encoder(channels: int, bfloat16: bool = False) -> ConvEncoder:
     """42x42 frames, four 3x3 stride-2 convolutions with ELU (pytorch-a3c's have 32 channels)."""
     layers: list[nn.Module] = []
     for in_channels in (1, channels, channels, channels):
         layers += [nn.Conv2d(in_channels, channels, 3, stride=2, padding=1), nn.ELU()]
-    return ConvEncoder(nn.Sequential(*layers, nn.Flatten()), frame_size=42)
+    return ConvEncoder(nn.Sequential(*layers, nn.Flatten()), frame_size=42, bfloat16=bfloat16)
 
 
-def paper_conv_encoder() -> ConvEncoder:
+def paper_conv_encoder(bfloat16: bool = False) -> ConvEncoder:
     """84x84 frames: the A3C paper's 16 8x8/4 and 32 4x4/2 convolutions, then 256 units."""
     return ConvEncoder(
         nn.Sequential(
@@ -134,6 +139,7 @@ def paper_conv_encoder() -> ConvEncoder:
             nn.ReLU(),
         ),
         frame_size=84,
+        bfloat16=bfloat16,
     )
 
 
@@ -142,17 +148,19 @@ def make_encoder(
     hidden_size: int,
     conv_channels: int,
     noise: Noise | None = None,
+    bfloat16_frames: bool = False,
 ) -> VectorEncoder | ConvEncoder:
     """The encoder that fits an observation shape: dense for vectors, conv for frames.
 
     `noise` makes the vector encoder's dense layer noisy; convolutions never are.
+    `bfloat16_frames` runs a conv encoder's layers in bfloat16; a vector encoder ignores it.
     """
     if len(observation_shape) == 1:
         return VectorEncoder(observation_shape[0], hidden_size, noise)
     if observation_shape == (42, 42):
-        return a3c_conv_encoder(conv_channels)
+        return a3c_conv_encoder(conv_channels, bfloat16_frames)
     if observation_shape == (84, 84):
-        return paper_conv_encoder()
+        return paper_conv_encoder(bfloat16_frames)
     raise ValueError(f"no encoder for observations of shape {observation_shape}")
 
 
@@ -166,6 +174,8 @@ class ActorCritic(nn.Module):
     With `noise`, the policy and value heads (and with `noise.dense` the vector encoder and
     the feed-forward core) are NoisyLinear layers. A new model holds their noise at zero:
     it plays its mean weights until `sample_noise` is called.
+
+    `bfloat16_frames`: a conv encoder computes in bfloat16 (its weights stay float32).
     """
 
     def __init__(
@@ -180,6 +190,7 @@ class ActorCritic(nn.Module):
         noise: Noise | None = None,
         continuous: bool = False,
         policy_std: str = "state",
+        bfloat16_frames: bool = False,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
@@ -188,7 +199,9 @@ class ActorCritic(nn.Module):
         self.obs_norm = RunningMeanStd(observation_shape) if normalize_obs else None
         self.return_norm = RunningMeanStd() if scale_rewards else None
         dense_noise = noise if noise is not None and noise.dense else None
-        self.encoder = make_encoder(observation_shape, hidden_size, conv_channels, dense_noise)
+        self.encoder = make_encoder(
+            observation_shape, hidden_size, conv_channels, dense_noise, bfloat16_frames
+        )
         features = self.encoder.output_size
         self.lstm: nn.LSTMCell | None = None
         self.dense: nn.Sequential | None = None
@@ -401,6 +414,22 @@ def lstm_over_rollout(
     return output
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU computes in bfloat16 natively (AVX512-BF16 or AMX tiles).
+
+    There oneDNN's bfloat16 convolutions beat float32 ones; elsewhere bfloat16 is emulated
+    and slower. torch asks the CPU through private functions: a torch without them (or on
+    another architecture) answers False, and frames stay float32.
+    """
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
+
+
+def bfloat16_frames(precision: str) -> bool:
+    """Whether `--precision` puts a conv encoder in bfloat16 on this machine."""
+    return precision == "bfloat16" or (precision == "auto" and native_bfloat16())
+
+
 def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
     """The model a config asks for, sized for an environment."""
     model = ActorCritic(
@@ -415,6 +444,7 @@ def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
         noise=Noise(config.noise, config.sigma_init, config.noisy_dense) if config.noisy else None,
         continuous=info.continuous,
         policy_std=config.policy_std,
+        bfloat16_frames=bfloat16_frames(config.precision),
     )
     if config.noisy_dense and not {"encoder", "core"} & model.noise_sigmas().keys():
         raise UsageError(

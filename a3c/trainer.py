@@ -40,7 +40,7 @@ from a3c.metrics import (
     SkippedUpdate,
     TensorBoardLog,
 )
-from a3c.model import build_model
+from a3c.model import ConvEncoder, build_model
 from a3c.optim import make_shared_optimizer
 from a3c.worker import SharedObjects, TrainingDiverged, Worker, run_worker
 
@@ -178,6 +178,12 @@ class Trainer:
         torch.manual_seed(config.seed)
         torch.set_num_threads(1)
         model = build_model(config, info)
+        # Said when the run starts, beside the emulator's path: both move its speed.
+        self.frame_arithmetic = (
+            ("bfloat16" if model.encoder.in_bfloat16 else "float32")
+            if isinstance(model.encoder, ConvEncoder)
+            else None
+        )
         # Weights plus optimiser state: the folder must take a checkpoint before any child
         # process starts, or the run would fail at its first save.
         model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -479,6 +485,10 @@ class Trainer:
         path = atari_path(config.env, config.envs_per_worker, config.workers)
         if path is not None:
             self._say(f"a3c: {path}")
+        if self.frame_arithmetic is not None:
+            self._say(
+                f"a3c: frame encoder in {self.frame_arithmetic} (--precision {config.precision})"
+            )
         missing = [
             view
             for view, module in (

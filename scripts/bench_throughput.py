@@ -18,8 +18,10 @@ after the other:
     python scripts/bench_throughput.py --workers 1 2 4 16 --envs-per-worker 1 4 8
     python scripts/bench_throughput.py --envs-per-worker 8 16 --t-max 20 10
     python scripts/bench_throughput.py --training-only --eval-seconds 180
+    python scripts/bench_throughput.py --training-only --precision float32 bfloat16 float32
 
-Settings are the env's shipped preset; --envs-per-worker and --t-max default to the preset's.
+Settings are the env's shipped preset; --envs-per-worker and --t-max default to the preset's,
+--precision (the frame encoder's arithmetic, measured in the order given) to a3c's default.
 --training-only measures (b) with evaluations alone, through nothing but `Trainer`: it also
 runs against an older a3c (PYTHONPATH=<its checkout>), for before/after comparisons.
 """
@@ -203,6 +205,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--split-updates", type=int, default=20)
     parser.add_argument("--training-only", action="store_true")
+    parser.add_argument("--precision", nargs="+", choices=("auto", "bfloat16", "float32"))
     args = parser.parse_args()
 
     preset = find_preset(args.env)
@@ -211,30 +214,40 @@ def main() -> int:
         base = base.replace(load_toml(preset))
     paths = PATHS if is_atari(args.env) else PATHS[:1]
     rows = []
-    splits: dict[tuple[int, int], dict[str, float]] = {}  # one serial worker: same for any count
+    # One serial worker: the same for any worker count.
+    splits: dict[tuple[int, int, str], dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as run_dir:
         for workers in args.workers:
-            for envs, t_max in itertools.product(
-                args.envs_per_worker or [base.envs_per_worker], args.t_max or [base.t_max]
+            for envs, t_max, precision in itertools.product(
+                args.envs_per_worker or [base.envs_per_worker],
+                args.t_max or [base.t_max],
+                args.precision or [None],  # None: left out, for older a3c without the setting
             ):
                 evaluating = base.replace(
                     {"workers": workers, "envs_per_worker": envs, "t_max": t_max,
-                     "run_dir": run_dir, "checkpoint_interval": 10**12, "total_steps": 10**12},
+                     "run_dir": run_dir, "checkpoint_interval": 10**12, "total_steps": 10**12}
+                    | ({"precision": precision} if precision else {}),
                 )  # fmt: skip
                 config = evaluating.replace({"eval_interval": 10**12})
+                arithmetic = precision or "default"
                 if args.training_only:
                     rate, _, _ = training(evaluating, args.eval_seconds, args.warmup)
-                    print(f"workers {workers}  envs/worker {envs}  t_max {t_max}  "
-                          f"training with evaluations {rate:7.0f}/s", flush=True)  # fmt: skip
+                    print(f"workers {workers}  envs/worker {envs}  t_max {t_max}  precision "
+                          f"{arithmetic}  training with evaluations {rate:7.0f}/s",
+                          flush=True)  # fmt: skip
                     continue
                 env_rates = [env_only(config, args.seconds, path) for path in paths]
                 train_rate, rss, pss = training(config, args.seconds, args.warmup)
                 evaluated_rate, _, _ = training(evaluating, args.eval_seconds, args.warmup)
-                if (envs, t_max) not in splits:
-                    splits[envs, t_max] = time_split(config, args.split_updates)
-                rows.append((workers, envs, t_max, env_rates, train_rate, evaluated_rate, rss, pss))
+                if (envs, t_max, arithmetic) not in splits:
+                    splits[envs, t_max, arithmetic] = time_split(config, args.split_updates)
+                rows.append(
+                    (workers, envs, t_max, arithmetic, env_rates, train_rate, evaluated_rate,
+                     rss, pss)
+                )  # fmt: skip
                 print(
-                    f"workers {workers:>2}  envs/worker {envs:>2}  t_max {t_max:>2}  env-only "
+                    f"workers {workers:>2}  envs/worker {envs:>2}  t_max {t_max:>2}  "
+                    f"precision {arithmetic}  env-only "
                     + ", ".join(f"{p} {r:7.0f}/s" for p, r in zip(paths, env_rates, strict=True))
                     + f"  training {train_rate:7.0f}/s, with evaluations {evaluated_rate:7.0f}/s"
                     f"  worker RSS {rss:.0f} MiB, PSS {pss:.0f} MiB",
@@ -246,24 +259,24 @@ def main() -> int:
     print(f"\n{args.env}, preset {preset.name if preset else 'none'}; env-only by path, "
           "training through the path workers use; ratio: training without evaluations over "
           "the fastest env-only")  # fmt: skip
-    print("| workers | envs/worker | t_max | "
+    print("| workers | envs/worker | t_max | precision | "
           + " | ".join(f"env-only {p}, steps/s" for p in paths)
           + " | training, steps/s | with evaluations, steps/s | ratio "
           "| RSS per worker, MiB | PSS per worker, MiB |")  # fmt: skip
-    print("|---:|---:|---:|" + "---:|" * (len(paths) + 5))
-    for workers, envs, t_max, env_rates, train_rate, evaluated_rate, rss, pss in rows:
-        print(f"| {workers} | {envs} | {t_max} | "
+    print("|---:|---:|---:|---|" + "---:|" * (len(paths) + 5))
+    for workers, envs, t_max, arithmetic, env_rates, train_rate, evaluated_rate, rss, pss in rows:
+        print(f"| {workers} | {envs} | {t_max} | {arithmetic} | "
               + " | ".join(f"{r:,.0f}" for r in env_rates)
               + f" | {train_rate:,.0f} | {evaluated_rate:,.0f} | "
               f"{train_rate / max(env_rates):.2f} | {rss:.0f} | {pss:.0f} |")  # fmt: skip
     print("\nms per agent step in one worker (serial, one core):")
     parts = list(next(iter(splits.values())))
-    print("| envs/worker | t_max | " + " | ".join(parts) + " | total |")
-    print("|---:|---:|" + "---:|" * (len(parts) + 1))
-    for (envs, t_max), split in splits.items():
+    print("| envs/worker | t_max | precision | " + " | ".join(parts) + " | total |")
+    print("|---:|---:|---|" + "---:|" * (len(parts) + 1))
+    for (envs, t_max, arithmetic), split in splits.items():
         total = sum(split.values())
         cells = " | ".join(f"{split[p]:.3f}" for p in parts)
-        print(f"| {envs} | {t_max} | {cells} | {total:.3f} |")
+        print(f"| {envs} | {t_max} | {arithmetic} | {cells} | {total:.3f} |")
     return 0
 
 
