@@ -417,9 +417,10 @@ def lstm_over_rollout(
 def native_bfloat16() -> bool:
     """Whether this CPU computes in bfloat16 natively (AVX512-BF16 or AMX tiles).
 
-    There oneDNN's bfloat16 convolutions beat float32 ones; elsewhere bfloat16 is emulated
-    and slower. torch asks the CPU through private functions: a torch without them (or on
-    another architecture) answers False, and frames stay float32.
+    There oneDNN's bfloat16 convolutions beat float32 ones (docs/throughput.md); elsewhere
+    oneDNN emulates bfloat16, which is not measured here, so float32 is kept. torch asks
+    the CPU through private functions: a torch without them (or on another architecture)
+    answers False, and frames stay float32.
     """
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
