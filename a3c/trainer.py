@@ -178,12 +178,6 @@ class Trainer:
         torch.manual_seed(config.seed)
         torch.set_num_threads(1)
         model = build_model(config, info)
-        # Said when the run starts, beside the emulator's path: both move its speed.
-        self.frame_arithmetic = (
-            ("bfloat16" if model.encoder.in_bfloat16 else "float32")
-            if isinstance(model.encoder, ConvEncoder)
-            else None
-        )
         # Weights plus optimiser state: the folder must take a checkpoint before any child
         # process starts, or the run would fail at its first save.
         model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -485,10 +479,10 @@ class Trainer:
         path = atari_path(config.env, config.envs_per_worker, config.workers)
         if path is not None:
             self._say(f"a3c: {path}")
-        if self.frame_arithmetic is not None:
-            self._say(
-                f"a3c: frame encoder in {self.frame_arithmetic} (--precision {config.precision})"
-            )
+        encoder = self.shared.model.encoder
+        if isinstance(encoder, ConvEncoder):  # said beside the emulator's path: both move speed
+            arithmetic = "bfloat16" if encoder.in_bfloat16 else "float32"
+            self._say(f"a3c: frame encoder in {arithmetic} (--precision {config.precision})")
         missing = [
             view
             for view, module in (
