@@ -214,8 +214,14 @@ class TrainConfig:
     conv_channels: int = _option(
         32,
         group=MODEL,
-        help="channels of the four convolutions on 42x42 frames (84x84: the A3C paper's encoder)",
+        help="channels of the four convolutions on 42x42 frames",
         minimum=1,
+    )
+    conv_activation: str = _option(
+        "elu",
+        group=MODEL,
+        help="activation after each of those convolutions",
+        choices=("elu", "relu"),
     )
     precision: str = _option(
         "auto",
@@ -648,6 +654,7 @@ MODEL_SETTINGS = (
     "lstm",
     "frame_size",
     "conv_channels",
+    "conv_activation",
     "normalize_obs",
     "scale_rewards",
     "noisy",

@@ -118,11 +118,20 @@ class ConvEncoder(nn.Module):
         return features.float()
 
 
-def a3c_conv_encoder(channels: int, bfloat16: bool = False) -> ConvEncoder:
-    """42x42 frames, four 3x3 stride-2 convolutions with ELU (pytorch-a3c's have 32 channels)."""
+# Activations after the 42x42 encoder's convolutions, by --conv-activation.
+CONV_ACTIVATIONS: dict[str, type[nn.Module]] = {"elu": nn.ELU, "relu": nn.ReLU}
+
+
+def a3c_conv_encoder(channels: int, bfloat16: bool = False, activation: str = "elu") -> ConvEncoder:
+    """42x42 frames, four 3x3 stride-2 convolutions (pytorch-a3c's: 32 channels and ELU).
+
+    ReLU costs less: in a one-off timing of a worker's encoder (16 frames per step, 10
+    steps, forward and backward, bfloat16), 0.145 against 0.19 ms per frame with ELU.
+    """
     layers: list[nn.Module] = []
     for in_channels in (1, channels, channels, channels):
-        layers += [nn.Conv2d(in_channels, channels, 3, stride=2, padding=1), nn.ELU()]
+        conv = nn.Conv2d(in_channels, channels, 3, stride=2, padding=1)
+        layers += [conv, CONV_ACTIVATIONS[activation]()]
     return ConvEncoder(nn.Sequential(*layers, nn.Flatten()), frame_size=42, bfloat16=bfloat16)
 
 
@@ -149,16 +158,18 @@ def make_encoder(
     conv_channels: int,
     noise: Noise | None = None,
     bfloat16_frames: bool = False,
+    conv_activation: str = "elu",
 ) -> VectorEncoder | ConvEncoder:
     """The encoder that fits an observation shape: dense for vectors, conv for frames.
 
     `noise` makes the vector encoder's dense layer noisy; convolutions never are.
     `bfloat16_frames` runs a conv encoder's layers in bfloat16; a vector encoder ignores it.
+    `conv_activation` follows each convolution on 42x42 frames (84x84 has the paper's ReLU).
     """
     if len(observation_shape) == 1:
         return VectorEncoder(observation_shape[0], hidden_size, noise)
     if observation_shape == (42, 42):
-        return a3c_conv_encoder(conv_channels, bfloat16_frames)
+        return a3c_conv_encoder(conv_channels, bfloat16_frames, conv_activation)
     if observation_shape == (84, 84):
         return paper_conv_encoder(bfloat16_frames)
     raise ValueError(f"no encoder for observations of shape {observation_shape}")
@@ -176,6 +187,7 @@ class ActorCritic(nn.Module):
     it plays its mean weights until `sample_noise` is called.
 
     `bfloat16_frames`: a conv encoder computes in bfloat16 (its weights stay float32).
+    `conv_activation`: "elu" or "relu" after each convolution on 42x42 frames.
     """
 
     def __init__(
@@ -191,6 +203,7 @@ class ActorCritic(nn.Module):
         continuous: bool = False,
         policy_std: str = "state",
         bfloat16_frames: bool = False,
+        conv_activation: str = "elu",
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
@@ -200,7 +213,12 @@ class ActorCritic(nn.Module):
         self.return_norm = RunningMeanStd() if scale_rewards else None
         dense_noise = noise if noise is not None and noise.dense else None
         self.encoder = make_encoder(
-            observation_shape, hidden_size, conv_channels, dense_noise, bfloat16_frames
+            observation_shape,
+            hidden_size,
+            conv_channels,
+            dense_noise,
+            bfloat16_frames,
+            conv_activation,
         )
         features = self.encoder.output_size
         self.lstm: nn.LSTMCell | None = None
@@ -446,6 +464,7 @@ def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
         continuous=info.continuous,
         policy_std=config.policy_std,
         bfloat16_frames=bfloat16_frames(config.precision),
+        conv_activation=config.conv_activation,
     )
     if config.noisy_dense and not {"encoder", "core"} & model.noise_sigmas().keys():
         raise UsageError(

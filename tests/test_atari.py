@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import torch
 from helpers import only_run, read_csv
+from torch import nn
 
-from a3c.config import TrainConfig, find_preset
+from a3c.checkpoint import load_checkpoint
+from a3c.config import MODEL_SETTINGS, TrainConfig, find_preset
 from a3c.envs import (
     AtariVectorBatch,
     FireAtLifeStart,
@@ -229,6 +231,23 @@ def test_a_bfloat16_encoder_computes_close_to_float32_and_keeps_float32_weights(
     assert torch.cosine_similarity(*gradients, dim=0) > 0.99
 
 
+def test_the_conv_activation_is_a_setting_the_weights_alone_do_not_carry() -> None:
+    torch.manual_seed(0)
+    elu = ActorCritic((42, 42), 6, hidden_size=32)
+    relu = ActorCritic((42, 42), 6, hidden_size=32, conv_activation="relu")
+    assert [type(m) for m in relu.encoder.layers[1::2]] == [nn.ReLU] * 4
+    assert [type(m) for m in elu.encoder.layers[1::2]] == [nn.ELU] * 4
+    relu.load_state_dict(elu.state_dict())  # same parameter names and shapes
+    frames = torch.randint(0, 256, (4, 42, 42), dtype=torch.uint8)
+    assert not torch.allclose(relu.encoder(frames), elu.encoder(frames))
+    # So it lives in the config, which checkpoints keep, and --resume cannot change it.
+    assert "conv_activation" in MODEL_SETTINGS
+    config = TrainConfig(env="PongNoFrameskip-v4", conv_activation="relu")
+    saved = TrainConfig.from_dict(config.to_dict())
+    model = build_model(saved, describe_env(saved.env, frame_size=saved.frame_size))
+    assert isinstance(model.encoder.layers[1], nn.ReLU)
+
+
 def test_precision_auto_takes_bfloat16_where_the_cpu_has_it() -> None:
     assert bfloat16_frames("bfloat16") and not bfloat16_frames("float32")
     assert bfloat16_frames("auto") == native_bfloat16()
@@ -368,3 +387,5 @@ def test_two_workers_train_on_pong_through_the_command(cli, tmp_path: Path) -> N
     assert all(-21 <= float(row["mean"]) <= 21 for row in evals)
     assert (run / "checkpoints" / "latest.pt").is_file()
     assert "PongNoFrameskip-v4" in (run / "config.toml").read_text()
+    # The preset's activation travels with the weights, which cannot tell it apart.
+    assert load_checkpoint(run / "checkpoints" / "latest.pt")["config"]["conv_activation"] == "relu"

@@ -259,6 +259,10 @@ def test_resume_refuses_to_change_the_model(cli, cartpole_run: Path) -> None:
         cli.run("a3c-train", "--resume", latest, "--conv-channels", "16"),
         "--conv-channels cannot change on --resume",
     )
+    assert_refused(
+        cli.run("a3c-train", "--resume", latest, "--conv-activation", "relu"),
+        "--conv-activation cannot change on --resume",
+    )
     assert os.path.exists(latest)
 
 
