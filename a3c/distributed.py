@@ -20,6 +20,7 @@ import hashlib
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -28,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 from a3c.normalize import RunningMeanStd
+from a3c.sharing import MAIN_SLOT
 from a3c.worker import SharedObjects
 
 
@@ -193,23 +195,27 @@ class NodeGroup:
         self.agreed_steps = int(counter.item())
         return self.agreed_steps
 
-    def meet(self, shared: SharedObjects, stop: bool) -> Meeting:
+    def meet(
+        self,
+        shared: SharedObjects,
+        stop: bool,
+        worker_alive: Callable[[int], bool] | None = None,
+    ) -> Meeting:
         """Combine this node's change since the last meeting with everyone's.
 
         This node's step counter holds the agreed count at the last meeting plus its own
         steps since; it leaves holding the new agreed count plus whatever the workers
         counted while the meeting ran.
         """
-        model, counter = shared.model, shared.step_counter
-        with counter.get_lock():
-            steps_now = int(counter.value)
+        model = shared.model
+        steps_now = shared.steps_done
         local_steps = steps_now - self.agreed_steps
         counters = torch.tensor([local_steps, int(stop)], dtype=torch.int64)
         # First the counts, without the locks: it returns once every node has arrived, so
         # no worker waits on a lock for a node that is late.
         dist.all_reduce(counters)
         started = time.monotonic()
-        with shared.updates_paused():
+        with shared.updates_paused(worker_alive):
             weights, moments = self._read(model)
             base_weights, base_moments = self.agreed
             change = weights - base_weights
@@ -224,8 +230,7 @@ class NodeGroup:
             seconds = time.monotonic() - started
         self.agreed = (weights, moments)
         self.agreed_steps += int(counters[0])
-        with counter.get_lock():
-            counter.value += self.agreed_steps - steps_now
+        shared.step_counter.add(MAIN_SLOT, self.agreed_steps - steps_now)
         digest = hashlib.sha256(weights.numpy().tobytes() + moments.numpy().tobytes()).hexdigest()
         self.meetings += 1
         return Meeting(

@@ -21,7 +21,8 @@ from a3c.errors import UsageError
 from a3c.faults import maybe_inject
 from a3c.metrics import EvalRecord
 from a3c.model import ActorCritic, State, build_model
-from a3c.worker import SharedObjects, parent_alive
+from a3c.sharing import Flag, parent_alive
+from a3c.worker import SharedObjects
 
 # Evaluation episodes use their own seeds, apart from every worker's (seed + rank).
 EVAL_SEED_OFFSET = 1_000_000
@@ -240,7 +241,7 @@ def run_evaluator(
     shared: SharedObjects,
     best_checkpoint: Path,
     start_time: float,
-    training_done: Any,
+    training_done: Flag,
     best_score: float | None,
 ) -> None:
     """Entry point of the evaluation process; evaluates the final weights once training ends."""
@@ -255,7 +256,7 @@ def run_evaluator(
             if evaluator.due:
                 evaluator.evaluate()
             else:
-                training_done.wait(0.05)
+                time.sleep(0.05)
 
 
 class _VideoRecorder(gym.Wrapper):

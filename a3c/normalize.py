@@ -2,9 +2,11 @@
 
 They live as buffers of the shared model, so every worker reads the same statistics, the
 evaluator copies them with the weights, and checkpoints carry them: `a3c-eval` and
-`--resume` see exactly what training saw. Workers merge their rollouts into them under a
-lock (`SharedObjects.stats_lock`): a torn update would leave a mean and a variance from
-different moments, and the merge costs microseconds once per rollout.
+`--resume` see exactly what training saw. Workers merge their rollouts into them without
+a lock, as they step the weights: a worker killed while holding one would stall every
+other worker for good (a3c/sharing.py). Two merges at once can lose one's count or mix
+their means and variances; both are near the data's either way, and the statistics stay
+right (tests/test_normalize.py: two processes merging without pause).
 """
 
 from __future__ import annotations

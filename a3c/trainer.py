@@ -11,7 +11,6 @@ import multiprocessing as mp
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
-import queue
 import signal
 import sys
 import threading
@@ -42,6 +41,7 @@ from a3c.metrics import (
 )
 from a3c.model import ConvEncoder, build_model
 from a3c.optim import make_shared_optimizer
+from a3c.sharing import MAIN_SLOT, Flag, Inbox, LocalInbox, parent_alive
 from a3c.worker import SharedObjects, TrainingDiverged, Worker, run_worker
 
 # How long children get to finish their current rollout before they are terminated.
@@ -86,7 +86,7 @@ def _process_context() -> Any:
 
 def _ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group; only the main process acts on it and tells
-    # the children through the stop event, so they end at a rollout boundary.
+    # the children through the stop flag, so they end at a rollout boundary.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -106,10 +106,10 @@ def _child_main(name: str, shared: SharedObjects, body: Callable[[], None]) -> N
     try:
         body()
     except BaseException as error:
+        if not parent_alive():
+            os._exit(1)  # a failed send to the dead main process, most likely: nobody to tell
         report = f"{name} failed:\n{traceback.format_exc()}"
         shared.messages.put(ProcessFault(name, report, fatal=isinstance(error, TrainingDiverged)))
-        shared.messages.close()
-        shared.messages.join_thread()  # the report must reach the pipe before we exit
         os._exit(1)
 
 
@@ -126,10 +126,6 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
-
-def _fixed(*values: Any) -> Callable[[], tuple]:
-    return lambda: values
 
 
 class Terminated(KeyboardInterrupt):
@@ -204,15 +200,16 @@ class Trainer:
             self.best_score = resume.get("best_score")
         if self.group is not None:
             steps = self.group.start(model, steps)
-        self.shared = SharedObjects(
-            model=model,
-            optimizer=optimizer,
-            step_counter=self.context.Value("q", steps),
-            episode_counter=self.context.Value("q", episodes),
-            stop=self.context.Event(),
-            messages=queue.SimpleQueue() if config.serial else self.context.Queue(),
-            stats_lock=self.context.Lock(),
-            update_locks=[self.context.Lock() for _ in range(config.workers)] if self.group else [],
+        self.inbox: Inbox | LocalInbox = LocalInbox() if config.serial else Inbox(self.context)
+        self.shared = SharedObjects.create(
+            model,
+            optimizer,
+            self.inbox if config.serial else None,
+            config.workers,
+            context=self.context,
+            steps=steps,
+            episodes=episodes,
+            update_locks=self.group is not None,
         )
         self.meetings_log = self.run_dir.open_log("meetings.csv", Meeting) if self.group else None
         self.last_meeting = time.monotonic()
@@ -224,6 +221,7 @@ class Trainer:
         self.restarts = 0
         self.fatal: str | None = None
         self.children: list[_Child] = []
+        self.workers: list[_Child] = []  # this node's, by local index
         self.tensorboard = TensorBoardLog.open(self.run_dir.path)
         self.speed_sample = (time.monotonic(), steps)
         self.steps_per_second = 0.0
@@ -294,7 +292,7 @@ class Trainer:
         """One meeting of the nodes; a node that cannot reach the others ends the run."""
         assert self.group is not None and self.meetings_log is not None
         try:
-            meeting = self.group.meet(self.shared, stop)
+            meeting = self.group.meet(self.shared, stop, self._worker_alive)
             hashes = self.group.all_texts(meeting.weights_hash)
         except RuntimeError as error:  # gloo: a node died, hung past node_timeout, or left
             self.group_left = True
@@ -395,19 +393,13 @@ class Trainer:
             self._say(f"evaluation mean {record.mean:g} reached the target {target:g}; stopping")
             self.shared.stop.set()
 
-    def _drain(self, timeout: float) -> None:
-        """Handle every queued record, waiting up to `timeout` for the first."""
-        messages = self.shared.messages
-        try:
-            record = messages.get(timeout=timeout) if timeout > 0 else messages.get_nowait()
-        except queue.Empty:
-            return
-        self._handle(record)
-        while True:
-            try:
-                self._handle(messages.get_nowait())
-            except queue.Empty:
-                return
+    def _drain(self, timeout: float) -> int:
+        """Handle the records the children sent, waiting up to `timeout` for the first;
+        returns how many."""
+        records = self.inbox.receive(timeout)
+        for record in records:
+            self._handle(record)
+        return len(records)
 
     def _update_bar(self, steps: int) -> None:
         if self.bar is not None:
@@ -454,7 +446,7 @@ class Trainer:
         return "  ".join(parts)
 
     def save_latest(self) -> None:
-        with self.shared.updates_paused():
+        with self.shared.updates_paused(self._worker_alive):
             checkpoint = build_checkpoint(
                 model=self.shared.model,
                 optimizer=self.shared.optimizer,
@@ -558,9 +550,14 @@ class Trainer:
             restarts=self.restarts,
         )
 
+    def _worker_alive(self, index: int) -> bool:
+        """Whether this node's worker `index` runs (its update lock is then live)."""
+        process = self.workers[index].process if index < len(self.workers) else None
+        return process is not None and process.is_alive()
+
     def _note_signal(self, signum: int, frame: Any) -> None:
         """Ctrl-C or SIGTERM in a parallel run: noted here and raised by the main loop
-        (`_raise_if_signalled`), never inside a read of the children's queue. Raised there,
+        (`_raise_if_signalled`), never inside a read of the children's pipes. Raised there,
         it left half a message in the pipe, and the shutdown's own drain unpickled the rest
         ("EOFError: Ran out of input") instead of saving the final checkpoint."""
         self.signalled = signum
@@ -605,14 +602,27 @@ class Trainer:
 
     def _run_parallel(self) -> None:
         config, shared, context = self.config, self.shared, self.context
-        training_done = context.Event()
+        training_done = Flag(context)
+
+        inbox = self.inbox
+        assert isinstance(inbox, Inbox)
 
         def starter(
-            name: str, target: Callable[..., None], args: Callable[[], tuple]
+            name: str,
+            target: Callable[..., None],
+            args: Callable[[SharedObjects], tuple],
+            slot: int = MAIN_SLOT,
         ) -> Callable[[], Any]:
             def start() -> Any:
-                process = context.Process(target=target, args=args(), name=name, daemon=True)
+                # Every start gets a new pipe, and a worker a new update lock: a killed
+                # predecessor may have died holding its lock or half-way through a send.
+                outbox, writer = inbox.outbox()
+                if shared.update_locks and slot != MAIN_SLOT:
+                    shared.update_locks[slot - 1] = context.Lock()
+                own = dataclasses.replace(shared, messages=outbox, slot=slot)
+                process = context.Process(target=target, args=args(own), name=name, daemon=True)
                 process.start()
+                writer.close()
                 return process
 
             return start
@@ -623,19 +633,24 @@ class Trainer:
                 "a3c-evaluator",
                 _evaluator_main,
                 # A restarted evaluator must know the best score so far, not the first one.
-                lambda: (config, shared, self.run_dir.best_checkpoint, self.start_time,
-                         training_done, self.best_score),
+                lambda own: (config, own, self.run_dir.best_checkpoint, self.start_time,
+                             training_done, self.best_score),
             ),
         )  # fmt: skip
         # Ranks run on across nodes: node n's workers are n*W .. n*W+W-1 (their seeds too).
         first = self.node.rank * config.workers if self.node is not None else 0
+
+        def worker_args(rank: int) -> Callable[[SharedObjects], tuple]:
+            return lambda own: (rank, config, own)
+
         workers = [
-            _Child(name, starter(name, _worker_main, _fixed(rank, config, shared)))
-            for rank, name in ((r, f"a3c-worker-{r}") for r in range(first, first + config.workers))
+            _Child(name, starter(name, _worker_main, worker_args(first + index), slot=1 + index))
+            for index, name in ((i, f"a3c-worker-{first + i}") for i in range(config.workers))
         ]
         # The evaluator starts first so that it is not starved while the workers train. Of
         # several nodes, node 0 alone evaluates.
         evaluates = self.node is None or self.node.leader
+        self.workers = workers
         self.children = [evaluator, *workers] if evaluates else workers
         for child in self.children:
             child.process = child.start()
@@ -696,7 +711,9 @@ class Trainer:
             if process.is_alive():
                 process.kill()
                 process.join()
-        self._drain(timeout=0)
+        while self._drain(timeout=0):
+            pass
+        self.inbox.close()
 
 
 def train(

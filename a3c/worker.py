@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import math
 import multiprocessing as mp
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -25,51 +25,95 @@ from a3c.metrics import EpisodeRecord, LossStats, SkippedUpdate
 from a3c.model import ActorCritic, Scores, State, build_model
 from a3c.normalize import REWARD_CLIP, DiscountedReturns
 from a3c.returns import gae, n_step_returns
+from a3c.sharing import (
+    MAIN_SLOT,
+    Flag,
+    LockWithParent,
+    ParentGone,
+    SlotCounter,
+    parent_alive,
+)
 
 
 @dataclass
 class SharedObjects:
-    """What the main process shares with every child process."""
+    """What the main process shares with every child process (a3c/sharing.py: none of it
+    is a lock that two children take, so a child killed anywhere cannot stall the rest)."""
 
     model: ActorCritic
     optimizer: torch.optim.Optimizer
-    step_counter: Any  # multiprocessing.Value("q"): agent steps done by all workers
-    episode_counter: Any  # multiprocessing.Value("q"): training episodes finished
-    stop: Any  # multiprocessing.Event: set to make every child stop at its next boundary
-    messages: Any  # queue of EpisodeRecord / EvalRecord for the main process
-    stats_lock: Any  # multiprocessing.Lock around merges into the model's running statistics
-    # Several machines only: one lock per local worker, held around its optimiser step, so a
-    # meeting of the nodes (holding them all) never reads or writes a half-stepped parameter.
+    step_counter: SlotCounter  # agent steps done by all workers
+    episode_counter: SlotCounter  # training episodes finished
+    stop: Flag  # set to make every child stop at its next boundary
+    messages: Any  # where this process's EpisodeRecord / EvalRecord / ... go: `put(record)`
+    # This process's slot in the counters: MAIN_SLOT in the main process (and in a serial
+    # run's worker), 1 + its local index in a worker.
+    slot: int = MAIN_SLOT
+    # Several machines only: one lock per local worker, held around its optimiser step and
+    # statistics merge, so a meeting of the nodes (holding them all) never reads or writes
+    # a half-stepped parameter. Only that worker and the main process take it, and a
+    # restarted worker gets a new one.
     update_locks: list[Any] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def create(
+        cls,
+        model: ActorCritic,
+        optimizer: torch.optim.Optimizer,
+        messages: Any,
+        workers: int,
+        *,
+        context: Any = mp,
+        steps: int = 0,
+        episodes: int = 0,
+        update_locks: bool = False,
+    ) -> SharedObjects:
+        slots = 1 + workers
+        return cls(
+            model=model,
+            optimizer=optimizer,
+            step_counter=SlotCounter(context, slots, steps),
+            episode_counter=SlotCounter(context, slots, episodes),
+            stop=Flag(context),
+            messages=messages,
+            update_locks=[context.Lock() for _ in range(workers)] if update_locks else [],
+        )
 
     def add_steps(self, steps: int) -> int:
         """Count a rollout's steps in the global counter; return the new total."""
-        with self.step_counter.get_lock():
-            self.step_counter.value += steps
-            return int(self.step_counter.value)
+        return self.step_counter.add(self.slot, steps)
 
     @contextlib.contextmanager
-    def updates_paused(self) -> Iterator[None]:
+    def updates_paused(self, worker_alive: Callable[[int], bool] | None = None) -> Iterator[None]:
         """No optimiser step or statistics merge runs inside: it holds every update lock
-        (several machines only; on one machine there are none and this waits for nothing)."""
-        with contextlib.ExitStack() as held:
-            for lock in self.update_locks:
-                held.enter_context(lock)
-            if self.update_locks:
-                held.enter_context(self.stats_lock)
+        (several machines only; on one machine there are none and this waits for nothing).
+
+        The lock of a worker that `worker_alive(index)` says has died is passed over: it
+        may have died holding it, and it steps nothing more (its restart gets a new lock).
+        """
+        held = []
+        try:
+            for index, lock in enumerate(self.update_locks):
+                while not lock.acquire(timeout=0.1):
+                    if worker_alive is not None and not worker_alive(index):
+                        break
+                else:
+                    held.append(lock)
             yield
+        finally:
+            for lock in held:
+                lock.release()
 
     def add_episode(self) -> None:
-        with self.episode_counter.get_lock():
-            self.episode_counter.value += 1
+        self.episode_counter.add(self.slot, 1)
 
     @property
     def steps_done(self) -> int:
-        return int(self.step_counter.value)
+        return self.step_counter.total
 
     @property
     def episodes_done(self) -> int:
-        return int(self.episode_counter.value)
+        return self.episode_counter.total
 
 
 def apply_gradients(
@@ -191,7 +235,7 @@ class Worker:
         self.shared = shared
         locks = shared.update_locks
         # Ranks run on across nodes (node n's workers are n*W .. n*W+W-1); locks are local.
-        self.update_lock = locks[rank % len(locks)] if locks else None
+        self.update_lock = LockWithParent(locks[rank % len(locks)]) if locks else None
         torch.manual_seed(config.seed + rank)
         np.random.seed(config.seed + rank)
         count = config.envs_per_worker
@@ -301,7 +345,9 @@ class Worker:
         shared = self.shared.model
         if rollout.observations is None and rollout.discounted_returns is None:
             return
-        with self.shared.stats_lock:
+        # Lock-free like the weights, but for several machines (see `update_locks`): two
+        # workers merging at once lose or mix one rollout's statistics among millions.
+        with self.update_lock if self.update_lock is not None else contextlib.nullcontext():
             if shared.obs_norm is not None and rollout.observations is not None:
                 shared.obs_norm.update(rollout.observations)
             if shared.return_norm is not None and rollout.discounted_returns is not None:
@@ -424,12 +470,6 @@ def _restart(state: State, index: int) -> State:
     return h, c
 
 
-def parent_alive() -> bool:
-    """False once the process that started this one has died, however it died."""
-    parent = mp.parent_process()
-    return parent is None or parent.is_alive()
-
-
 def run_worker(rank: int, config: TrainConfig, shared: SharedObjects) -> None:
     """Entry point of a worker process: train until the budget is spent or stop is set."""
     torch.set_num_threads(1)
@@ -438,5 +478,7 @@ def run_worker(rank: int, config: TrainConfig, shared: SharedObjects) -> None:
         while not shared.stop.is_set() and parent_alive():
             if worker.train_once() >= config.total_steps:
                 break
+    except ParentGone:
+        pass  # as when the loop sees it: nobody is left to report to
     finally:
         worker.close()

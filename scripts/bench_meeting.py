@@ -50,15 +50,12 @@ def _node(rank: int, port: int, env_ids: list[str], meetings: int, results: Any)
         config = _config(env_id)
         model = build_model(config, describe_env(env_id, frame_size=config.frame_size))
         model.share_memory()
-        shared = SharedObjects(
-            model=model,
-            optimizer=torch.optim.SGD(model.parameters(), lr=0.0),
-            step_counter=mp.Value("q", 0),
-            episode_counter=mp.Value("q", 0),
-            stop=mp.Event(),
+        shared = SharedObjects.create(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.0),
             messages=None,
-            stats_lock=mp.Lock(),
-            update_locks=[mp.Lock() for _ in range(config.workers or 1)],
+            workers=config.workers or 1,
+            update_locks=True,
         )
         group.start(model, 0)
         times, sent = [], 0
@@ -66,7 +63,7 @@ def _node(rank: int, port: int, env_ids: list[str], meetings: int, results: Any)
             with torch.no_grad():  # a change to combine, as training would leave
                 for parameter in model.parameters():
                     parameter.add_(torch.randn_like(parameter), alpha=1e-3)
-            shared.step_counter.value += 100
+            shared.add_steps(100)
             started = time.perf_counter()
             meeting = group.meet(shared, stop=False)
             times.append(time.perf_counter() - started)

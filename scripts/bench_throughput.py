@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import multiprocessing as mp
-import queue
 import tempfile
 import threading
 import time
@@ -144,6 +143,7 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
     from a3c.envs import describe_env
     from a3c.model import build_model
     from a3c.optim import make_shared_optimizer
+    from a3c.sharing import LocalInbox
     from a3c.worker import SharedObjects, Worker, apply_gradients
 
     torch.set_num_threads(1)
@@ -153,10 +153,7 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
         config.optimizer, model.parameters(), config.learning_rate, config.optimizer_eps,
         config.rmsprop_alpha,
     )  # fmt: skip
-    shared = SharedObjects(
-        model, optimizer, mp.Value("q", 0), mp.Value("q", 0), mp.Event(), queue.SimpleQueue(),
-        mp.Lock(),
-    )  # fmt: skip
+    shared = SharedObjects.create(model, optimizer, LocalInbox(), workers=0)
     worker = Worker(0, config, shared)
     clock = dict.fromkeys(("env", "rollout", "loss", "backward", "optimiser"), 0.0)
     worker.envs = _TimedBatch(worker.envs, clock)  # type: ignore[assignment]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import queue
 from pathlib import Path
 
 import gymnasium as gym
@@ -28,6 +26,7 @@ from a3c.errors import UsageError
 from a3c.evaluator import evaluation_envs, play_episodes
 from a3c.model import ActorCritic, bfloat16_frames, build_model, native_bfloat16
 from a3c.optim import make_shared_optimizer
+from a3c.sharing import LocalInbox
 from a3c.worker import SharedObjects, Worker
 
 pytestmark = pytest.mark.atari
@@ -264,14 +263,11 @@ def make_worker(**settings) -> Worker:
     )  # fmt: skip
     model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
     model.share_memory()
-    shared = SharedObjects(
+    shared = SharedObjects.create(
         model=model,
         optimizer=make_shared_optimizer("adam", model.parameters(), 1e-4, 1e-8, 0.99),
-        step_counter=mp.Value("q", 0),
-        episode_counter=mp.Value("q", 0),
-        stop=mp.Event(),
-        messages=queue.SimpleQueue(),
-        stats_lock=mp.Lock(),
+        messages=LocalInbox(),
+        workers=0,
     )
     return Worker(0, config, shared)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
+
 import numpy as np
 import torch
 
@@ -43,3 +45,28 @@ def test_discounted_returns_restart_after_an_episode_end() -> None:
     np.testing.assert_allclose(seen, [1.0, 2.0])
     seen = returns.step(np.array([1.0, 1.0]), np.array([False, False]))
     np.testing.assert_allclose(seen, [1.5, 1.0])  # the second env began a new episode
+
+
+def _merge_batches(stats: RunningMeanStd, seed: int, batches: int) -> None:
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(seed)
+    for _ in range(batches):
+        stats.update(rng.normal([3.0, -1.0], [2.0, 0.5], size=(80, 2)))
+
+
+def test_workers_merging_at_once_without_a_lock_keep_the_statistics_right() -> None:
+    """Workers merge lock-free (a lock a killed worker held would stall the run): two
+    processes merging without pause lose some counts to each other, but the mean and
+    variance stay those of the data."""
+    context = mp.get_context("forkserver")
+    stats = RunningMeanStd((2,))
+    stats.share_memory()
+    merging = [context.Process(target=_merge_batches, args=(stats, seed, 3000)) for seed in (1, 2)]
+    for process in merging:
+        process.start()
+    for process in merging:
+        process.join(60)
+        assert process.exitcode == 0
+    assert 0 < stats.count.item() <= 2 * 3000 * 80
+    np.testing.assert_allclose(stats.mean.numpy(), [3.0, -1.0], atol=0.01)
+    np.testing.assert_allclose(stats.var.numpy(), [4.0, 0.25], rtol=0.01)

@@ -199,8 +199,8 @@ def test_a_full_run_folder_is_reported_before_any_worker_starts(cli, tiny_filesy
     assert cli.leftovers() == []
 
 
-def test_a_signal_in_a_parallel_run_waits_for_the_queue_read(tmp_path: Path) -> None:
-    """SIGTERM while the main process reads its children's queue: the read completes, and
+def test_a_signal_in_a_parallel_run_waits_for_the_pipe_read(tmp_path: Path) -> None:
+    """SIGTERM while the main process reads its children's pipes: the read completes, and
     the main loop raises afterwards. Raised inside the read, it once left half a message in
     the pipe, and the shutdown's drain crashed on the rest instead of saving latest.pt."""
     config = TrainConfig(env="CartPole-v1", workers=1, run_dir=str(tmp_path))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-import queue
+import os
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +18,7 @@ from a3c.model import Scores, build_model
 from a3c.normalize import REWARD_CLIP
 from a3c.optim import SharedAdam, make_shared_optimizer
 from a3c.policy import beyond_bounds
+from a3c.sharing import LocalInbox
 from a3c.worker import SharedObjects, Worker, a3c_loss, apply_gradients
 
 
@@ -58,7 +60,7 @@ def test_gradient_is_clipped_to_max_norm() -> None:
 def make_shared(config: TrainConfig) -> SharedObjects:
     model = build_model(config, describe_env(config.env))
     model.share_memory()
-    return SharedObjects(
+    return SharedObjects.create(
         model=model,
         optimizer=make_shared_optimizer(
             config.optimizer,
@@ -67,11 +69,8 @@ def make_shared(config: TrainConfig) -> SharedObjects:
             config.optimizer_eps,
             config.rmsprop_alpha,
         ),
-        step_counter=mp.Value("q", 0),
-        episode_counter=mp.Value("q", 0),
-        stop=mp.Event(),
-        messages=queue.SimpleQueue(),
-        stats_lock=mp.Lock(),
+        messages=LocalInbox(),
+        workers=0,
     )
 
 
@@ -83,9 +82,7 @@ def test_counter_grows_once_per_rollout_by_t_max_times_envs() -> None:
     totals = [worker.train_once() for _ in range(30)]
     worker.close()
     assert totals == [21 * (i + 1) for i in range(30)]
-    messages = []
-    while not shared.messages.empty():
-        messages.append(shared.messages.get())
+    messages = shared.messages.receive()
     episodes = [m for m in messages if isinstance(m, EpisodeRecord)]
     (losses,) = [m for m in messages if isinstance(m, LossStats)]  # one per 20 updates
     assert losses.updates == 20 and losses.step == totals[19]
@@ -247,3 +244,27 @@ def test_scaled_rewards_are_clipped_before_any_return_has_spread() -> None:
     rollout = worker.collect_rollout()
     worker.close()
     assert (rollout.rewards == REWARD_CLIP).all()
+
+
+def _take_and_die(lock) -> None:
+    lock.acquire()
+    os._exit(0)
+
+
+def test_a_pause_of_the_updates_passes_over_the_lock_of_a_dead_worker() -> None:
+    """Several machines: a worker died holding its update lock; a meeting's pause must
+    not wait for it, and still holds every live worker's lock."""
+    context = mp.get_context("forkserver")
+    model = torch.nn.Linear(2, 2)
+    shared = SharedObjects.create(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), LocalInbox(), workers=2,
+        context=context, update_locks=True,
+    )  # fmt: skip
+    dying = context.Process(target=_take_and_die, args=(shared.update_locks[0],))
+    dying.start()
+    dying.join()
+    started = time.monotonic()
+    with shared.updates_paused(lambda index: index != 0):
+        assert time.monotonic() - started < 5
+        assert not shared.update_locks[1].acquire(timeout=0.1)
+    assert shared.update_locks[1].acquire(timeout=0.1)
