@@ -45,7 +45,7 @@ def _config(env_id: str) -> TrainConfig:
 def _node(rank: int, port: int, env_ids: list[str], meetings: int, results: Any) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    group = NodeGroup(Node(rank, 2, "bench", restarted=False), timeout_s=60)
+    group = NodeGroup(Node(rank, 2, "bench", restarts=0), timeout_s=60)
     for env_id in env_ids:
         config = _config(env_id)
         model = build_model(config, describe_env(env_id, frame_size=config.frame_size))
