@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import multiprocessing as mp
 import multiprocessing.connection
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, cast
 
@@ -31,6 +32,15 @@ def parent_alive() -> bool:
     """False once the process that started this one has died, however it died."""
     parent = mp.parent_process()
     return parent is None or parent.is_alive()
+
+
+def acquire_unless_dead(lock: Any, other_alive: Callable[[], bool]) -> bool:
+    """Take `lock`, which one other process takes too; False, without it, once that
+    process has died (it may have died holding it)."""
+    while not lock.acquire(timeout=0.2):
+        if not other_alive():
+            return False
+    return True
 
 
 class ParentGone(Exception):
@@ -47,9 +57,8 @@ class LockWithParent:
         self.lock = lock
 
     def __enter__(self) -> None:
-        while not self.lock.acquire(timeout=0.2):
-            if not parent_alive():
-                raise ParentGone
+        if not acquire_unless_dead(self.lock, parent_alive):
+            raise ParentGone
 
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
@@ -114,12 +123,12 @@ class Inbox:
         self.context = context
         self.readers: list[Connection] = []
 
-    def outbox(self) -> tuple[Outbox, Connection]:
-        """A new pipe: the child's Outbox, and the write end that the main process must
-        close once the child has started (else the pipe never reports its end)."""
+    def outbox(self) -> Outbox:
+        """A new pipe, as the child's Outbox. The main process must close the Outbox's
+        connection once the child has started (else the pipe never reports its end)."""
         reader, writer = self.context.Pipe(duplex=False)
         self.readers.append(reader)
-        return Outbox(writer), writer
+        return Outbox(writer)
 
     def receive(self, timeout: float) -> list[Any]:
         """The records the pipes hold, waiting up to `timeout` for the first; at most

@@ -616,13 +616,13 @@ class Trainer:
             def start() -> Any:
                 # Every start gets a new pipe, and a worker a new update lock: a killed
                 # predecessor may have died holding its lock or half-way through a send.
-                outbox, writer = inbox.outbox()
+                outbox = inbox.outbox()
                 if shared.update_locks and slot != MAIN_SLOT:
                     shared.update_locks[slot - 1] = context.Lock()
                 own = dataclasses.replace(shared, messages=outbox, slot=slot)
                 process = context.Process(target=target, args=args(own), name=name, daemon=True)
                 process.start()
-                writer.close()
+                outbox.connection.close()
                 return process
 
             return start

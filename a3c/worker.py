@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import multiprocessing as mp
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from a3c.sharing import (
     LockWithParent,
     ParentGone,
     SlotCounter,
+    acquire_unless_dead,
     parent_alive,
 )
 
@@ -94,10 +96,8 @@ class SharedObjects:
         held = []
         try:
             for index, lock in enumerate(self.update_locks):
-                while not lock.acquire(timeout=0.1):
-                    if worker_alive is not None and not worker_alive(index):
-                        break
-                else:
+                alive = functools.partial(worker_alive or (lambda _: True), index)
+                if acquire_unless_dead(lock, alive):
                     held.append(lock)
             yield
         finally:

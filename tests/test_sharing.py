@@ -45,10 +45,10 @@ def test_children_killed_at_any_moment_never_stall_the_others() -> None:
     steps, stop, inbox = SlotCounter(context, 3), Flag(context), Inbox(context)
 
     def start(slot: int) -> mp.process.BaseProcess:
-        outbox, writer = inbox.outbox()
+        outbox = inbox.outbox()
         process = context.Process(target=_busy, args=(slot, steps, stop, outbox), daemon=True)
         process.start()
-        writer.close()
+        outbox.connection.close()
         return process
 
     rng = random.Random(0)
@@ -96,10 +96,10 @@ def test_counter_total_is_the_sum_of_its_slots() -> None:
 def test_a_child_that_exits_leaves_every_record_it_sent() -> None:
     context = mp.get_context("forkserver")
     inbox = Inbox(context)
-    outbox, writer = inbox.outbox()
+    outbox = inbox.outbox()
     process = context.Process(target=_send_and_exit, args=(outbox, 500), daemon=True)
     process.start()
-    writer.close()
+    outbox.connection.close()
     received: list = []
     assert _wait_for(lambda: not inbox.readers, 30, inbox, received)
     process.join()
