@@ -116,13 +116,17 @@ class SharedObjects:
         return self.episode_counter.total
 
 
+# One machine: updates take no lock (Hogwild); `update_locks` serve several machines.
+NO_LOCK = contextlib.nullcontext()
+
+
 def apply_gradients(
     local_model: torch.nn.Module,
     shared_model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     loss: torch.Tensor,
     max_grad_norm: float,
-    lock: Any = None,
+    lock: contextlib.AbstractContextManager[Any] = NO_LOCK,
 ) -> float:
     """Backpropagate `loss` locally and step the shared optimiser with exactly its gradient.
 
@@ -133,7 +137,7 @@ def apply_gradients(
 
     A non-finite loss or gradient is never handed over: the shared weights and optimiser
     state stay untouched. Returns the gradient norm before clipping (NaN or inf when the
-    update was skipped). `lock`, where given, is held around the hand-over and step only.
+    update was skipped). `lock` is held around the hand-over and step only.
     """
     local_model.zero_grad(set_to_none=True)
     if not torch.isfinite(loss):
@@ -142,7 +146,7 @@ def apply_gradients(
     grad_norm = float(torch.nn.utils.clip_grad_norm_(local_model.parameters(), max_grad_norm))
     if not math.isfinite(grad_norm):
         return grad_norm
-    with lock if lock is not None else contextlib.nullcontext():
+    with lock:
         for shared, local in zip(shared_model.parameters(), local_model.parameters(), strict=True):
             shared.grad = local.grad
         optimizer.step()
@@ -235,7 +239,9 @@ class Worker:
         self.shared = shared
         locks = shared.update_locks
         # Ranks run on across nodes (node n's workers are n*W .. n*W+W-1); locks are local.
-        self.update_lock = LockWithParent(locks[rank % len(locks)]) if locks else None
+        self.update_lock: contextlib.AbstractContextManager[Any] = (
+            LockWithParent(locks[rank % len(locks)]) if locks else NO_LOCK
+        )
         torch.manual_seed(config.seed + rank)
         np.random.seed(config.seed + rank)
         count = config.envs_per_worker
@@ -347,7 +353,7 @@ class Worker:
             return
         # Lock-free like the weights, but for several machines (see `update_locks`): two
         # workers merging at once lose or mix one rollout's statistics among millions.
-        with self.update_lock if self.update_lock is not None else contextlib.nullcontext():
+        with self.update_lock:
             if shared.obs_norm is not None and rollout.observations is not None:
                 shared.obs_norm.update(rollout.observations)
             if shared.return_norm is not None and rollout.discounted_returns is not None:
