@@ -6,22 +6,16 @@ and the config stored in checkpoints are all generated from the dataclass below.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import difflib
 import math
-import os
-import re
-import sys
-import tomllib
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from a3c.errors import UsageError
+from a3c.host import available_cores
 
 # The topics of `a3c-train --help` and of the README's options table, in their order.
 ENVIRONMENT = "environment"
@@ -45,11 +39,15 @@ def _option(
     minimum: float | None = None,
     above: float | None = None,
     maximum: float | None = None,
+    model: bool = False,
+    noisy_only: bool = False,
 ) -> Any:
     """A dataclass field with its topic, help text and the range of values it accepts.
 
     ``minimum`` is inclusive, ``above`` exclusive; both are checked by `TrainConfig.validate`.
-    ``default_text`` describes a default that depends on the machine.
+    ``default_text`` describes a default that depends on the machine. ``model``: the
+    setting shapes the model, so a resumed run keeps the saved value. ``noisy_only``: it
+    means something with --noisy only, and without it must keep its default.
     """
     assert group in GROUPS, group
     metadata = {
@@ -60,39 +58,16 @@ def _option(
         "minimum": minimum,
         "above": above,
         "maximum": maximum,
+        "model": model,
+        "noisy_only": noisy_only,
     }
     if default_factory is not dataclasses.MISSING:
         return field(default_factory=default_factory, metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
-def available_cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-# Settings that only mean something with --noisy, and their values without it.
-NOISE_SETTINGS = {
-    "noise": "independent",
-    "sigma_init": None,
-    "noisy_dense": False,
-    "eval_noise": False,
-}
-
 # The entropy bonus of a model without NoisyNet layers (docs/defaults.md: Taxi needs it).
 DEFAULT_ENT_COEF = 0.05
-# A Gaussian's entropy has no upper bound: at 0.05 its bonus outweighs the policy gradient,
-# the standard deviation keeps growing and the mean drifts past the action bounds (greedy
-# HalfCheetah at -596: every action saturated). At 1e-4 (the A3C paper's MuJoCo value)
-# Pendulum stops exploring and never learns; 0.01 learns both (docs/continuous.md).
-CONTINUOUS_ENT_COEF = 0.01
-# Vector observations with discrete actions: no entropy bonus and a lower learning rate.
-# MountainCar-v0 is learned only so: any bonus (0.01 or 0.05) holds its policy uniform,
-# and a uniform policy never reaches the flag; without one, Adam at 4e-4 or 7e-4 turns it
-# into one fixed action first, while at 2e-4 it becomes a state-dependent swing that finds
-# the flag (docs/defaults.md). Taxi's one-hot states still need DEFAULT_ENT_COEF.
-VECTOR_ENT_COEF = 0.0
-VECTOR_LR = 2e-4
 DEFAULT_LR = 7e-4
 
 
@@ -101,7 +76,9 @@ class TrainConfig:
     """Every setting of a training run. Budgets count agent steps, not emulator frames."""
 
     # ------------------------------------------------------------------ environment
-    env: str = _option("CartPole-v1", group=ENVIRONMENT, help="gymnasium environment id")
+    env: str = _option(
+        "CartPole-v1", group=ENVIRONMENT, help="gymnasium environment id", model=True
+    )
     seed: int = _option(
         1, group=ENVIRONMENT, help="seed of worker 0; worker k uses seed + k", minimum=0
     )
@@ -110,6 +87,7 @@ class TrainConfig:
         group=ENVIRONMENT,
         help="image frames are resized to this square (84: the A3C paper's encoder)",
         choices=(42, 84),
+        model=True,
     )
     clip_rewards: bool = _option(
         False,
@@ -125,11 +103,13 @@ class TrainConfig:
         True,
         group=ENVIRONMENT,
         help="standardise vector observations with running statistics (kept in checkpoints)",
+        model=True,
     )
     scale_rewards: bool = _option(
         True,
         group=ENVIRONMENT,
         help="learn from rewards divided by the running std of the discounted return",
+        model=True,
     )
     # ----------------------------------------------------- rollout, returns and loss
     workers: int = _option(
@@ -207,21 +187,28 @@ class TrainConfig:
         False,
         group=MODEL,
         help="LSTM core (the Atari presets' choice); without it, the feed-forward A3C FF",
+        model=True,
     )
     hidden_size: int = _option(
-        128, group=MODEL, help="width of the encoder output and the LSTM", minimum=1
+        128,
+        group=MODEL,
+        help="width of the encoder output and the LSTM",
+        minimum=1,
+        model=True,
     )
     conv_channels: int = _option(
         32,
         group=MODEL,
         help="channels of the four convolutions on 42x42 frames",
         minimum=1,
+        model=True,
     )
     conv_activation: str = _option(
         "elu",
         group=MODEL,
         help="activation after each of those convolutions",
         choices=("elu", "relu"),
+        model=True,
     )
     precision: str = _option(
         "auto",
@@ -234,17 +221,21 @@ class TrainConfig:
         group=MODEL,
         help="continuous actions: Gaussian std from the state (A3C paper) or learned",
         choices=("state", "learned"),
+        model=True,
     )
     noisy: bool = _option(
         False,
         group=MODEL,
         help="NoisyNet-A3C: learned noise on the policy and value weights, one sample per rollout",
+        model=True,
     )
     noise: str = _option(
         "independent",
         group=MODEL,
         help="--noisy noise: independent per weight (the paper's A3C choice) or factorised",
         choices=("independent", "factorised"),
+        model=True,
+        noisy_only=True,
     )
     sigma_init: float | None = _option(
         None,
@@ -252,11 +243,14 @@ class TrainConfig:
         help="--noisy initial sigma (independent) or sigma_0 (factorised)",
         default_text="0.017; 0.5 factorised",
         minimum=0.0,
+        noisy_only=True,
     )
     noisy_dense: bool = _option(
         False,
         group=MODEL,
         help="--noisy on the dense layers before the heads too (not convolutions or the LSTM)",
+        model=True,
+        noisy_only=True,
     )
     # ------------------------------------------------------------------- evaluation
     eval_interval: int = _option(
@@ -282,6 +276,7 @@ class TrainConfig:
         False,
         group=EVALUATION,
         help="--noisy: a new noise sample per evaluation episode, not the mean weights",
+        noisy_only=True,
     )
     target_score: float | None = _option(
         None, group=EVALUATION, help="stop training once an evaluation's mean score reaches this"
@@ -327,19 +322,19 @@ class TrainConfig:
             if value is None:
                 continue
             meta = f.metadata
-            flag = _flag(f.name)
+            name = flag(f.name)
             if meta["choices"] is not None and value not in meta["choices"]:
                 raise UsageError(
-                    f"{flag} must be one of {', '.join(map(str, meta['choices']))} (got {value!r})"
+                    f"{name} must be one of {', '.join(map(str, meta['choices']))} (got {value!r})"
                 )
             if isinstance(value, float) and not math.isfinite(value):
-                raise UsageError(f"{flag} must be a finite number (got {value})")
+                raise UsageError(f"{name} must be a finite number (got {value})")
             if meta["minimum"] is not None and value < meta["minimum"]:
-                raise UsageError(f"{flag} must be >= {meta['minimum']:g} (got {value})")
+                raise UsageError(f"{name} must be >= {meta['minimum']:g} (got {value})")
             if meta["above"] is not None and value <= meta["above"]:
-                raise UsageError(f"{flag} must be > {meta['above']:g} (got {value})")
+                raise UsageError(f"{name} must be > {meta['above']:g} (got {value})")
             if meta["maximum"] is not None and value > meta["maximum"]:
-                raise UsageError(f"{flag} must be <= {meta['maximum']:g} (got {value})")
+                raise UsageError(f"{name} must be <= {meta['maximum']:g} (got {value})")
         if not self.env:
             raise UsageError("--env must name a gymnasium environment")
         if self.node_timeout <= self.sync_interval:
@@ -349,40 +344,21 @@ class TrainConfig:
                 f"--sync-interval ({self.sync_interval:g} s)"
             )
         if not self.noisy:
-            for name, default in NOISE_SETTINGS.items():
-                if getattr(self, name) != default:
-                    raise UsageError(f"{_flag(name)} applies to NoisyNet models: add --noisy")
+            for f in dataclasses.fields(self):
+                if f.metadata["noisy_only"] and getattr(self, f.name) != f.default:
+                    raise UsageError(f"{flag(f.name)} applies to NoisyNet models: add --noisy")
         return self
 
     @property
     def entropy_bonus(self) -> float:
         """The entropy coefficient in use: ent_coef where set, else 0.05, or 0 with NoisyNet.
-        A trainer first fills ent_coef for the environment's spaces (`for_env`).
+        A trainer first fills ent_coef for the environment's spaces (`EnvProfile.fill_defaults`).
 
         The NoisyNet paper drops the bonus for NoisyNet-A3C: the learned noise explores.
         """
         if self.ent_coef is not None:
             return self.ent_coef
         return 0.0 if self.noisy else DEFAULT_ENT_COEF
-
-    def for_env(self, continuous: bool, vector_observations: bool) -> TrainConfig:
-        """This config with the defaults that depend on the environment's spaces filled in,
-        so the run's config.toml and checkpoints record the values in use.
-
-        `vector_observations`: flat Box observations (not frames, not one-hot states).
-        """
-        vector_discrete = vector_observations and not continuous
-        changes: dict[str, Any] = {}
-        if self.ent_coef is None and not self.noisy:
-            if continuous:
-                changes["ent_coef"] = CONTINUOUS_ENT_COEF
-            elif vector_discrete:
-                changes["ent_coef"] = VECTOR_ENT_COEF
-            else:
-                changes["ent_coef"] = DEFAULT_ENT_COEF
-        if self.lr is None:
-            changes["lr"] = VECTOR_LR if vector_discrete else DEFAULT_LR
-        return dataclasses.replace(self, **changes)
 
     @property
     def learning_rate(self) -> float:
@@ -423,6 +399,11 @@ class TrainConfig:
         return dataclasses.replace(self, **checked)
 
 
+def model_settings() -> tuple[str, ...]:
+    """The settings that shape the model: a resumed run must keep the saved ones."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata["model"])
+
+
 def _coerce(value: Any, annotation: Any, where: str) -> Any:
     """Accept a TOML/JSON value for a field of type `annotation`, or raise `UsageError`."""
     allowed = typing.get_args(annotation) or (annotation,)
@@ -443,259 +424,6 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     raise UsageError(f"{where} must be {expected} (got {value!r})")
 
 
-def _flag(name: str) -> str:
+def flag(name: str) -> str:
+    """The command-line flag of a setting."""
     return "--" + name.replace("_", "-")
-
-
-# ---------------------------------------------------------------------------- TOML files
-
-
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config file, turning every failure into one `UsageError` line."""
-    path = Path(path)
-    try:
-        with path.open("rb") as file:
-            return tomllib.load(file)
-    except FileNotFoundError:
-        raise UsageError(f"config file not found: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"config file is a folder: {path}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise UsageError(f"{path} is not valid TOML: {error}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"cannot read config file {path}: {error}") from None
-
-
-def to_toml(config: TrainConfig) -> str:
-    """The config as flat TOML; None (an unset option) is left out, as TOML has no null."""
-    lines = []
-    for name, value in config.to_dict().items():
-        if value is None:
-            continue
-        lines.append(f"{name} = {_toml_value(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: bool | int | float | str) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)  # finite: validate() refuses inf and nan
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
-
-
-# ------------------------------------------------------------------------------ presets
-
-
-def preset_dirs() -> list[Path]:
-    """Where shipped presets live: inside the wheel, or in the source checkout's configs/."""
-    packaged = Path(str(resources.files("a3c"))) / "configs"
-    checkout = Path(__file__).resolve().parent.parent / "configs"
-    return [path for path in (packaged, checkout) if path.is_dir()]
-
-
-# Presets for a whole family of environments, by the module gymnasium builds them from.
-FAMILY_PRESETS = {"ale_py": "atari.toml", "gymnasium.envs.mujoco": "mujoco.toml"}
-
-
-def find_preset(env_id: str, noisy: bool = False) -> Path | None:
-    """The shipped preset whose `env` is `env_id` and whose `noisy` matches, else one for
-    the env whatever its `noisy` (the flag then applies); else its family's (atari.toml for
-    any Atari game, mujoco.toml for any MuJoCo task).
-    """
-    for_env = []
-    for folder in preset_dirs():
-        for path in sorted(folder.glob("*.toml")):
-            values = load_toml(path)
-            if values.get("env") == env_id:
-                if bool(values.get("noisy", False)) == noisy:
-                    return path
-                for_env.append(path)
-    if for_env:
-        return for_env[0]
-    from a3c.envs import entry_point  # imports gymnasium: only when no preset names the id
-
-    module = entry_point(env_id)
-    for prefix, name in FAMILY_PRESETS.items():
-        if module.startswith(prefix):
-            for folder in preset_dirs():
-                if (folder / name).is_file():
-                    return folder / name
-    return None
-
-
-# --------------------------------------------------------------------------- command line
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Argument errors as one line on stderr and exit code 2, like every other bad input;
-    `--version` on every command, with the versions a bug report needs."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # No abbreviations: a flag shortened in a script would silently change meaning when
-        # a new flag starts the same way.
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-        self.add_argument(
-            "--version",
-            action=_PrintVersion,
-            nargs=0,
-            help="print the versions of a3c, torch, gymnasium, ale-py and Python, then exit",
-        )
-
-    def error(self, message: str) -> typing.NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class _PrintVersion(argparse.Action):
-    """argparse's own version action wraps the line at the terminal's width."""
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        print(version_line(parser.prog))
-        parser.exit()
-
-
-def version_line(prog: str) -> str:
-    """Read from the installed packages' metadata, so --version imports none of them."""
-    from importlib import metadata
-
-    def installed(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    python = ".".join(map(str, sys.version_info[:3]))
-    return (
-        f"{prog} {installed('a3c')} (torch {installed('torch')}, gymnasium "
-        f"{installed('gymnasium')}, ale-py {installed('ale-py')}, Python {python})"
-    )
-
-
-def format_default(value: Any) -> str:
-    """A default as --help and the README show it: 1,000,000 steps, 1e-8, on/off."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, int) and abs(value) >= 10_000:
-        return f"{value:,}"
-    if isinstance(value, float):
-        return re.sub(r"e([+-])0*(\d)", lambda m: f"e{m[1].replace('+', '')}{m[2]}", f"{value:g}")
-    return str(value)
-
-
-# Flags of a3c-train that say where settings come from or how to show the run, rather than
-# being settings: they never reach TrainConfig.
-COMMAND_FLAGS = ("config", "no_preset", "resume", "quiet")
-
-
-def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
-    """One flag per `TrainConfig` field, grouped by topic, plus the command's own flags.
-
-    Unset flags stay out of the namespace, so a preset's value is only overridden by a
-    flag that was given.
-    """
-    parser = OneLineParser(
-        prog=prog,
-        description="Train an A3C agent with Hogwild workers. "
-        "Settings come from the dataclass defaults, then a preset (--config FILE, or the "
-        "shipped preset for --env), then the flags given here. "
-        "Budgets and intervals count agent steps summed over all workers.",
-        argument_default=argparse.SUPPRESS,
-    )
-    groups = {name: parser.add_argument_group(name) for name in GROUPS}
-    defaults = TrainConfig()
-    hints = typing.get_type_hints(TrainConfig)
-    for f in dataclasses.fields(TrainConfig):
-        kind = next(
-            t for t in (typing.get_args(hints[f.name]) or (hints[f.name],)) if t is not type(None)
-        )
-        default = f.metadata["default_text"] or getattr(defaults, f.name)
-        help_text = f.metadata["help"]
-        if default is not None:
-            help_text += f" (default: {format_default(default)})"
-        group = groups[f.metadata["group"]]
-        if kind is bool:
-            group.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
-        else:
-            group.add_argument(
-                _flag(f.name),
-                type=kind,
-                choices=f.metadata["choices"],
-                metavar=None if f.metadata["choices"] else f.name.upper(),
-                help=help_text,
-            )
-    run = groups[RUN]
-    run.add_argument(
-        "--config", metavar="FILE", help="TOML file of settings (keys as the flags, with _)"
-    )
-    run.add_argument(
-        "--no-preset",
-        action="store_true",
-        help="the built-in defaults and the flags only, even where configs/ has a preset "
-        "(default: off)",
-    )
-    run.add_argument(
-        "--resume",
-        metavar="PATH",
-        help="continue a checkpoint or a run folder's latest.pt; flags may change all "
-        "but the model's shape",
-    )
-    run.add_argument("--quiet", action="store_true", help="no progress output (default: off)")
-    return parser
-
-
-# Settings that shape the model: a resumed run must keep the saved ones.
-MODEL_SETTINGS = (
-    "env",
-    "hidden_size",
-    "lstm",
-    "frame_size",
-    "conv_channels",
-    "conv_activation",
-    "normalize_obs",
-    "scale_rewards",
-    "noisy",
-    "noise",
-    "noisy_dense",
-    "policy_std",
-)
-
-
-def resumed_config(saved: Mapping[str, Any], args: argparse.Namespace) -> TrainConfig:
-    """The config a checkpoint was trained with, then the flags given now (a longer budget,
-    more workers); flags that would change the model's shape are refused."""
-    if getattr(args, "config", None) is not None or getattr(args, "no_preset", False):
-        raise UsageError("--resume continues the saved settings; give changes as flags")
-    config = TrainConfig.from_dict(saved, source="checkpoint config")
-    flags = _settings(args)
-    for name in MODEL_SETTINGS:
-        if name in flags and flags[name] != getattr(config, name):
-            raise UsageError(
-                f"{_flag(name)} cannot change on --resume (the checkpoint has "
-                f"{getattr(config, name)!r})"
-            )
-    return config.replace(flags, source="command line").validate()
-
-
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: v for k, v in vars(args).items() if k not in COMMAND_FLAGS}
-
-
-def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None]:
-    """Layer defaults, then the preset, then explicit flags; return the config and its preset."""
-    flags = _settings(args)
-    preset: Path | None = None
-    no_preset = getattr(args, "no_preset", False)
-    if getattr(args, "config", None) is not None:
-        if no_preset:
-            raise UsageError("--config and --no-preset contradict each other; give one")
-        preset = Path(args.config)
-    elif not no_preset:
-        preset = find_preset(flags.get("env", TrainConfig.env), flags.get("noisy", False))
-    config = TrainConfig()
-    if preset is not None:
-        config = config.replace(load_toml(preset), source=str(preset))
-    return config.replace(flags, source="command line").validate(), preset

@@ -16,6 +16,7 @@ gradients meanwhile, and only their next optimiser step waits.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import time
@@ -23,14 +24,19 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from a3c.checkpoint import load_checkpoint
+from a3c.config import TrainConfig
+from a3c.errors import TrainingFailed, UsageError
+from a3c.metrics import RunDirectory
 from a3c.normalize import RunningMeanStd
-from a3c.sharing import MAIN_SLOT
-from a3c.worker import SharedObjects
+from a3c.presets import to_toml
+from a3c.sharing import MAIN_SLOT, SharedObjects
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class Meeting:
     at: float = 0.0  # seconds since the run started
 
 
-class _Moments:
+class Moments:
     """A `RunningMeanStd` as sums that add up across nodes: count, sum, sum of squares."""
 
     def __init__(self, stats: RunningMeanStd) -> None:
@@ -160,10 +166,8 @@ class NodeGroup:
         return [parameter.data for parameter in model.parameters()]
 
     @staticmethod
-    def _moments(model: torch.nn.Module) -> list[_Moments]:
-        return [
-            _Moments(module) for module in model.modules() if isinstance(module, RunningMeanStd)
-        ]
+    def _moments(model: torch.nn.Module) -> list[Moments]:
+        return [Moments(module) for module in model.modules() if isinstance(module, RunningMeanStd)]
 
     def _read(self, model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         weights = torch.cat([tensor.reshape(-1) for tensor in self._parameters(model)])
@@ -258,3 +262,175 @@ class NodeGroup:
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class Alone:
+    """A run on one machine: what a trainer asks of the group, answered for a group of one."""
+
+    node: Node | None = None
+    evaluates = True  # this node plays the evaluations and keeps best.pt
+    first_rank = 0  # the rank (and seed offset) of this node's first worker
+    update_locks = False  # its workers lock their updates against meetings
+
+    def run_directory(self, config: TrainConfig, resume_from: Path | None) -> RunDirectory:
+        return RunDirectory.continue_or_create(config, resume_from)
+
+    def resume_point(
+        self, run_dir: RunDirectory, resume: dict[str, Any] | None, say: Callable[[str], object]
+    ) -> dict[str, Any] | None:
+        return resume
+
+    def start(self, model: torch.nn.Module, step: int) -> int:
+        return step
+
+    def attach(
+        self,
+        shared: SharedObjects,
+        run_dir: RunDirectory,
+        start_time: float,
+        worker_alive: Callable[[int], bool],
+    ) -> None:
+        pass
+
+    def meet_if_due(self) -> None:
+        pass
+
+    def leave(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class GroupRun(Alone):
+    """This node's part in a run of several: joining, the run folders, the meetings every
+    `sync_interval` seconds, and the last meetings that end the run on one set of weights."""
+
+    update_locks = True
+
+    def __init__(self, node: Node, config: TrainConfig, resume: dict[str, Any] | None) -> None:
+        """Join the other nodes; every node must have been given the same settings."""
+        if config.serial:
+            raise UsageError("several machines need --workers 1 or more on every node")
+        if resume is not None:
+            raise UsageError(
+                "--resume is for one machine; a group started by torchrun --max-restarts "
+                "resumes from its latest checkpoint by itself (docs/distributed.md)"
+            )
+        self.node = node
+        self.config = config
+        self.evaluates = node.leader  # of several nodes, node 0 alone evaluates
+        self.first_rank = node.rank * config.workers  # ranks run on across nodes
+        self.group = NodeGroup(node, config.node_timeout)
+        settings = self.group.all_texts(to_toml(config))
+        differing = [rank for rank, text in enumerate(settings) if text != settings[0]]
+        if differing:
+            self.group.close()
+            raise UsageError(
+                f"nodes {differing} were given other settings than node 0; "
+                "give every node the same a3c-train flags"
+            )
+        self.stopped = False  # the group agreed to stop
+        self.left = False  # this node is out of the group: its last meeting is behind it
+        self.last_meeting = time.monotonic()
+
+    def run_directory(self, config: TrainConfig, resume_from: Path | None) -> RunDirectory:
+        """Node 0's run folder is the run's; node n writes `<its name>-node<n>` beside it.
+
+        A group that torchrun restarted goes on in the folders of its first start, found by
+        torchrun's run id (each node's is named after node 0's, so found on any machine).
+        """
+        node, restarted = self.node, self.group.restarted
+        assert node is not None
+        name = ""
+        if node.leader:
+            earlier = RunDirectory.of_group(config, node.run_id) if restarted else None
+            leader = earlier or RunDirectory.create(config, group_id=node.run_id)
+            name = leader.path.name
+        name = self.group.broadcast_text(name)
+        if node.leader:
+            return leader
+        own = Path(config.run_dir) / f"{name}-node{node.rank}"
+        if restarted and own.is_dir():
+            return RunDirectory.reopen(config, own)
+        return RunDirectory.named(config, own.name, group_id=node.run_id)
+
+    def resume_point(
+        self, run_dir: RunDirectory, resume: dict[str, Any] | None, say: Callable[[str], object]
+    ) -> dict[str, Any] | None:
+        """After a torchrun restart, this node's latest.pt from before it, if it wrote one;
+        the group then starts from whichever node's has the most steps (`start`)."""
+        latest = run_dir.latest_checkpoint
+        if not self.group.restarted or not latest.is_file():
+            return None
+        checkpoint = load_checkpoint(latest)
+        say(f"a3c: restarted by torchrun; this node has {latest} at step {checkpoint['step']:,}")
+        return checkpoint
+
+    def start(self, model: torch.nn.Module, step: int) -> int:
+        return self.group.start(model, step)
+
+    def attach(
+        self,
+        shared: SharedObjects,
+        run_dir: RunDirectory,
+        start_time: float,
+        worker_alive: Callable[[int], bool],
+    ) -> None:
+        """What the meetings need: the shared model, the log, the run's clock, and which
+        local workers are alive (a dead one's lock is passed over)."""
+        self.shared, self.start_time, self.worker_alive = shared, start_time, worker_alive
+        self.log = run_dir.open_log("meetings.csv", Meeting)
+        self.last_meeting = time.monotonic()
+
+    def _meet(self, stop: bool) -> Meeting:
+        """One meeting of the nodes; a node that cannot reach the others ends the run."""
+        try:
+            meeting = self.group.meet(self.shared, stop, self.worker_alive)
+            hashes = self.group.all_texts(meeting.weights_hash)
+        except RuntimeError as error:  # gloo: a node died, hung past node_timeout, or left
+            self.left = True
+            raise TrainingFailed(
+                f"node {self.group.node.rank} lost the other nodes at meeting "
+                f"{self.group.meetings + 1}: {str(error).splitlines()[0]}"
+            ) from None
+        meeting = dataclasses.replace(
+            meeting,
+            nodes_agree=len(set(hashes)) == 1,
+            at=round(time.time() - self.start_time, 3),
+        )
+        self.log.write(meeting)
+        self.last_meeting = time.monotonic()
+        if meeting.stop:
+            self.stopped = True
+            if meeting.step < self.config.total_steps:
+                # A node was interrupted or failed. When the budget is spent instead, this
+                # node's counter has passed it too and its workers end their last rollouts,
+                # while node 0's evaluator goes on to the final evaluation.
+                self.shared.stop.set()
+        return meeting
+
+    def meet_if_due(self) -> None:
+        due = time.monotonic() - self.last_meeting >= self.config.sync_interval
+        if not self.stopped and due:
+            self._meet(stop=False)
+
+    def leave(self) -> None:
+        """The last meetings, once this node's workers have stopped: one that tells the
+        others to stop (unless the group already agreed to), then one that counts every
+        node's last steps, so all end on the same weights and the same total."""
+        if self.left:
+            return
+        self.left = True
+        if not self.stopped:
+            self._meet(stop=True)
+        self._meet(stop=True)
+
+    def close(self) -> None:
+        self.group.close()
+
+
+def join_group(config: TrainConfig, resume: dict[str, Any] | None) -> Alone | GroupRun:
+    """This run's group: under torchrun with 2 or more nodes, join it; else a group of one."""
+    node = Node.from_environment()
+    return Alone() if node is None else GroupRun(node, config, resume)

@@ -18,122 +18,20 @@ without a Python loop; every other id, and the evaluator, uses gymnasium's wrapp
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Protocol, SupportsFloat
 
-import ale_py
 import gymnasium as gym
 import numpy as np
 
-from a3c.config import available_cores
 from a3c.errors import UsageError
-from a3c.faults import injects, maybe_inject
-
-# Importing ale_py registers the Atari ids; saying so keeps every process, spawned
-# workers included, seeing the same registry.
-gym.register_envs(ale_py)
+from a3c.faults import maybe_inject_into_batch
+from a3c.host import available_cores
+from a3c.profile import ATARI, FRAMES, EnvProfile, family_of, observation_kind
 
 ATARI_FRAME_SKIP = 4
 ATARI_NOOP_MAX = 30
-
-
-@dataclass(frozen=True)
-class EnvInfo:
-    """What the model, the workers and the evaluator need to know about an environment."""
-
-    observation_shape: tuple[int, ...]
-    observation_dtype: np.dtype
-    n_actions: int  # discrete: how many actions; continuous: how many action dimensions
-    one_hot: bool = False  # discrete states (Blackjack's tuple too), one-hot by `FlatObservation`
-    # Continuous (Box) actions only: the space's shape and its bounds, flattened.
-    action_shape: tuple[int, ...] | None = None
-    action_low: tuple[float, ...] = ()
-    action_high: tuple[float, ...] = ()
-
-    @classmethod
-    def of(cls, env: gym.Env) -> EnvInfo:
-        observation_shape = tuple(env.observation_space.shape or ())
-        observation_dtype = np.dtype(env.observation_space.dtype)
-        one_hot = _discrete_parts_only(env.unwrapped.observation_space)
-        space = env.action_space
-        if isinstance(space, gym.spaces.Discrete):
-            return cls(observation_shape, observation_dtype, int(space.n), one_hot)
-        assert isinstance(space, gym.spaces.Box)
-        return cls(
-            observation_shape,
-            observation_dtype,
-            int(np.prod(space.shape)),
-            one_hot,
-            action_shape=tuple(space.shape),
-            action_low=tuple(float(x) for x in space.low.ravel()),
-            action_high=tuple(float(x) for x in space.high.ravel()),
-        )
-
-    @property
-    def vector_observations(self) -> bool:
-        """Flat feature vectors: not frames, and not one-hot encoded discrete states."""
-        return len(self.observation_shape) == 1 and not self.one_hot
-
-    @property
-    def continuous(self) -> bool:
-        return self.action_shape is not None
-
-    @cached_property
-    def _bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        low = np.asarray(self.action_low, dtype=np.float64)
-        high = np.asarray(self.action_high, dtype=np.float64)
-        return low, high, np.isfinite(low) & np.isfinite(high)
-
-    def env_action(self, action: np.ndarray) -> Any:
-        """What the env receives for one of the policy's actions.
-
-        Discrete: the index. Continuous: the policy acts in [-1, 1] per dimension, mapped
-        linearly onto the space's bounds and clipped to them, so one initial spread of the
-        Gaussian fits any bounds; a dimension without finite bounds passes unchanged. The
-        loss keeps the unclipped sample (a3c/policy.py).
-        """
-        if self.action_shape is None:
-            return int(action)
-        low, high, bounded = self._bounds
-        clipped = np.clip(action, -1.0, 1.0)
-        scaled = np.where(bounded, low + (clipped + 1.0) * 0.5 * (high - low), action)
-        return scaled.astype(np.float32).reshape(self.action_shape)
-
-
-def _check_registered(env_id: str) -> None:
-    registry = gym.envs.registry
-    if env_id in registry:
-        return
-    removed = re.fullmatch(r"(\w+?)Deterministic-v[04]", env_id)
-    if removed:
-        game = removed.group(1)
-        raise UsageError(
-            f"{env_id} was removed from ale-py; use {game}NoFrameskip-v4 "
-            f"(a3c skips 4 frames itself) or ALE/{game}-v5 (sticky actions)"
-        )
-    close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise UsageError(f"unknown environment {env_id!r}{hint}")
-
-
-def entry_point(env_id: str) -> str:
-    """Where gymnasium builds `env_id` from ("ale_py.env:AtariEnv", ...); "" for a callable."""
-    _check_registered(env_id)
-    point = gym.spec(env_id).entry_point
-    return point if isinstance(point, str) else ""
-
-
-def is_atari(env_id: str) -> bool:
-    """True for ids whose environment is ale-py's emulator."""
-    return entry_point(env_id).startswith("ale_py")
-
-
-# gymnasium's families whose packages come with one of a3c's extras, by entry-point module.
-EXTRAS = {"gymnasium.envs.box2d": "box2d", "gymnasium.envs.mujoco": "mujoco"}
 
 
 def _make(env_id: str, render_mode: str | None) -> gym.Env:
@@ -141,48 +39,13 @@ def _make(env_id: str, render_mode: str | None) -> gym.Env:
     try:
         return gym.make(env_id, render_mode=render_mode)
     except (gym.error.DependencyNotInstalled, ImportError) as error:
-        entry_point = gym.spec(env_id).entry_point
-        module = entry_point if isinstance(entry_point, str) else ""
-        for family, extra in EXTRAS.items():
-            if module.startswith(family):
-                raise UsageError(
-                    f"{env_id} needs gymnasium's {extra} packages: pip install 'a3c[{extra}]'"
-                ) from None
+        extra = family_of(env_id).extra
+        if extra is not None:
+            raise UsageError(
+                f"{env_id} needs gymnasium's {extra} packages: pip install 'a3c[{extra}]'"
+            ) from None
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(f"{env_id} needs a package that is not installed: {reason}") from None
-
-
-def _leaf_spaces(space: gym.Space[Any]) -> list[gym.Space[Any]]:
-    """The spaces inside nested Tuples and Dicts; any other space is its own leaf."""
-    if isinstance(space, gym.spaces.Tuple):
-        return [leaf for part in space.spaces for leaf in _leaf_spaces(part)]
-    if isinstance(space, gym.spaces.Dict):
-        return [leaf for part in space.spaces.values() for leaf in _leaf_spaces(part)]
-    return [space]
-
-
-DISCRETE_SPACES = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
-
-
-def _discrete_parts_only(space: gym.Space[Any]) -> bool:
-    """Discrete, MultiDiscrete, MultiBinary, or a Tuple or Dict built only of those."""
-    return all(isinstance(leaf, DISCRETE_SPACES) for leaf in _leaf_spaces(space))
-
-
-def _flattenable(space: gym.Space[Any]) -> bool:
-    """A space `FlatObservation` can turn into one vector: vectors and discrete parts, nested."""
-    return all(
-        isinstance(leaf, DISCRETE_SPACES)
-        or (isinstance(leaf, gym.spaces.Box) and len(leaf.shape) <= 1)
-        for leaf in _leaf_spaces(space)
-    )
-
-
-def _is_image(space: gym.Space[Any]) -> bool:
-    """uint8 pixels: (height, width), or (height, width, channels) with 1 or 3 channels."""
-    if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8:
-        return False
-    return len(space.shape) == 2 or (len(space.shape) == 3 and space.shape[2] in (1, 3))
 
 
 def square_grayscale_frames(env: gym.Env, frame_size: int) -> gym.Env:
@@ -284,50 +147,49 @@ def make_env(
     start with 1 to `noop_max` no-op agent steps (none with 0). With `fire_at_life_start`
     (evaluation), games that wait for FIRE get it (`FireAtLifeStart`).
     """
-    _check_registered(env_id)
-    if not is_atari(env_id):
-        env = _make(env_id, render_mode)
-        space = env.observation_space
-        if _is_image(space):
-            env = square_grayscale_frames(env, frame_size)
-        elif not isinstance(space, gym.spaces.Box) and _flattenable(space):
-            env = FlatObservation(env)
-        return gym.wrappers.RecordEpisodeStatistics(env)
+    return _make_wrapped(env_id, frame_size, render_mode, noop_max, fire_at_life_start)[0]
+
+
+def _make_wrapped(
+    env_id: str,
+    frame_size: int = 42,
+    render_mode: str | None = None,
+    noop_max: int = ATARI_NOOP_MAX,
+    fire_at_life_start: bool = False,
+) -> tuple[gym.Env, str | None]:
+    """`make_env`'s environment and the kind of its own observations (None: unsupported)."""
+    family = family_of(env_id)
     env = _make(env_id, render_mode)
-    emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
-    env = gym.wrappers.AtariPreprocessing(
-        env,
-        noop_max=noop_max,
-        frame_skip=1 if emulator_skips else ATARI_FRAME_SKIP,
-        screen_size=frame_size,
-        grayscale_obs=True,
-        scale_obs=False,  # uint8 frames: four times less to copy; the model scales them
-    )
-    if fire_at_life_start and FireAtLifeStart.needed(env):
-        env = FireAtLifeStart(env)
-    return gym.wrappers.RecordEpisodeStatistics(env)
+    kind = observation_kind(env.observation_space, family)
+    if family is ATARI:
+        emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
+        env = gym.wrappers.AtariPreprocessing(
+            env,
+            noop_max=noop_max,
+            frame_skip=1 if emulator_skips else ATARI_FRAME_SKIP,
+            screen_size=frame_size,
+            grayscale_obs=True,
+            scale_obs=False,  # uint8 frames: four times less to copy; the model scales them
+        )
+        if fire_at_life_start and FireAtLifeStart.needed(env):
+            env = FireAtLifeStart(env)
+    elif kind == FRAMES:
+        env = square_grayscale_frames(env, frame_size)
+    elif kind is not None and not isinstance(env.observation_space, gym.spaces.Box):
+        env = FlatObservation(env)
+    return gym.wrappers.RecordEpisodeStatistics(env), kind
 
 
-def describe_env(env_id: str, frame_size: int = 42) -> EnvInfo:
-    """Check that a3c can train on `env_id` and return its shapes; `UsageError` if not."""
-    env = make_env(env_id, frame_size=frame_size)
+def evaluation_env(env_id: str, frame_size: int, render_mode: str | None = None) -> gym.Env:
+    """An env that plays evaluation episodes: the evaluator's, `a3c-eval`'s and its video's."""
+    return make_env(env_id, frame_size=frame_size, render_mode=render_mode, fire_at_life_start=True)
+
+
+def describe_env(env_id: str, frame_size: int = 42) -> EnvProfile:
+    """Check that a3c can train on `env_id` and return its profile; `UsageError` if not."""
+    env, kind = _make_wrapped(env_id, frame_size=frame_size)
     env.close()
-    action_space, observation_space = env.action_space, env.observation_space
-    if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
-        raise UsageError(
-            f"{env_id} has a {type(action_space).__name__} action space; "
-            "a3c supports Discrete and Box actions"
-        )
-    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) not in (
-        1,
-        2,
-    ):
-        raise UsageError(
-            f"{env_id} has {type(observation_space).__name__} observations "
-            f"{observation_space}; a3c supports flat vectors, discrete states, Tuple or Dict "
-            "observations made of those, and images (uint8, grayscale or RGB)"
-        )
-    return EnvInfo.of(env)
+    return EnvProfile.of(env_id, env, kind)
 
 
 @dataclass
@@ -347,7 +209,7 @@ class BatchStep:
 class EnvBatch(Protocol):
     """A worker's K environments, stepped together."""
 
-    info: EnvInfo
+    profile: EnvProfile
 
     def reset(self, seeds: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Start every environment's first episode; its observations [K, ...] and lives [K]."""
@@ -363,9 +225,9 @@ class EnvBatch(Protocol):
 class GymEnvBatch:
     """K gymnasium environments from `make_env`, stepped one after another."""
 
-    def __init__(self, envs: list[gym.Env]) -> None:
+    def __init__(self, envs: list[gym.Env], profile: EnvProfile) -> None:
         self.envs = envs
-        self.info = EnvInfo.of(envs[0])
+        self.profile = profile
 
     def reset(self, seeds: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         observations, lives = [], []
@@ -379,7 +241,7 @@ class GymEnvBatch:
         count = len(self.envs)
         result = BatchStep(
             observations=np.empty(
-                (count, *self.info.observation_shape), self.info.observation_dtype
+                (count, *self.profile.observation_shape), self.profile.observation_dtype
             ),
             rewards=np.zeros(count),
             terminated=np.zeros(count, dtype=bool),
@@ -388,7 +250,7 @@ class GymEnvBatch:
         )
         for index, env in enumerate(self.envs):
             obs, reward, terminated, truncated, info = env.step(
-                self.info.env_action(actions[index])
+                self.profile.env_action(actions[index])
             )
             result.rewards[index] = float(reward)
             result.terminated[index], result.truncated[index] = terminated, truncated
@@ -417,7 +279,7 @@ def _vector_settings(env_id: str, noop_max: int) -> dict[str, Any] | None:
     ``noop_max - 1`` single frames; its `noop_max` is set so the longest start is the
     same. With `noop_max` 0, neither path takes a no-op.
     """
-    if not is_atari(env_id):
+    if family_of(env_id) is not ATARI:
         return None
     spec = gym.spec(env_id)
     kwargs = spec.kwargs
@@ -452,7 +314,14 @@ def vector_env_threads(workers: int) -> int:
 class AtariVectorBatch:
     """K Atari games in ale-py's C++ `AtariVectorEnv`, preprocessed as `make_env` does."""
 
-    def __init__(self, settings: dict[str, Any], count: int, frame_size: int, threads: int) -> None:
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        count: int,
+        frame_size: int,
+        threads: int,
+        profile: EnvProfile,
+    ) -> None:
         from ale_py.vector_env import AtariVectorEnv
         from gymnasium.vector import AutoresetMode
 
@@ -470,9 +339,7 @@ class AtariVectorBatch:
             autoreset_mode=AutoresetMode.SAME_STEP,
             **settings,
         )
-        space = self.env.single_action_space
-        assert isinstance(space, gym.spaces.Discrete)
-        self.info = EnvInfo((frame_size, frame_size), np.dtype(np.uint8), int(space.n))
+        self.profile = profile
         self.scores = np.zeros(count)
         self.lengths = np.zeros(count, dtype=np.int64)
 
@@ -511,7 +378,7 @@ class AtariVectorBatch:
 
 
 def make_env_batch(
-    env_id: str,
+    profile: EnvProfile,
     count: int,
     frame_size: int,
     workers: int,
@@ -519,18 +386,23 @@ def make_env_batch(
     noop_max: int = ATARI_NOOP_MAX,
 ) -> EnvBatch:
     """A worker's K environments: ale-py's vector env for the Atari ids it can play as
-    `make_env` does; `make_env`'s, stepped in a loop, for the others and for a process
-    the fault injection of the reliability tests names (it wraps gymnasium envs)."""
+    `make_env` does; `make_env`'s, stepped in a loop, for the others. The reliability
+    tests' fault injection (a3c/faults.py) wraps whichever it is."""
+    env_id = profile.env_id
     settings = _vector_settings(env_id, noop_max)
-    if settings is not None and not injects(process_name):
-        return AtariVectorBatch(settings, count, frame_size, vector_env_threads(workers))
-    envs = [make_env(env_id, frame_size=frame_size, noop_max=noop_max) for _ in range(count)]
-    return GymEnvBatch([maybe_inject(env, process_name) for env in envs])
+    batch: EnvBatch
+    if settings is not None:
+        threads = vector_env_threads(workers)
+        batch = AtariVectorBatch(settings, count, frame_size, threads, profile)
+    else:
+        envs = [make_env(env_id, frame_size=frame_size, noop_max=noop_max) for _ in range(count)]
+        batch = GymEnvBatch(envs, profile)
+    return maybe_inject_into_batch(batch, process_name)
 
 
 def atari_path(env_id: str, envs_per_worker: int, workers: int) -> str | None:
     """How the workers step an Atari id's games, for the run's first lines; None otherwise."""
-    if not is_atari(env_id):
+    if family_of(env_id) is not ATARI:
         return None
     if _vector_settings(env_id, ATARI_NOOP_MAX) is None:
         return (

@@ -16,13 +16,13 @@ import torch
 
 from a3c.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
-from a3c.envs import EnvInfo, make_env
+from a3c.envs import describe_env, evaluation_env
 from a3c.errors import UsageError
 from a3c.faults import maybe_inject
 from a3c.metrics import EvalRecord
 from a3c.model import ActorCritic, State, build_model
-from a3c.sharing import Flag, parent_alive
-from a3c.worker import SharedObjects
+from a3c.profile import EnvProfile
+from a3c.sharing import Flag, SharedObjects, parent_alive
 
 # Evaluation episodes use their own seeds, apart from every worker's (seed + rank).
 EVAL_SEED_OFFSET = 1_000_000
@@ -68,11 +68,6 @@ _STOP_CHECK_STEPS = 200
 MAX_PARALLEL_EPISODES = 16
 
 
-def evaluation_env(env_id: str, frame_size: int, render_mode: str | None = None) -> gym.Env:
-    """An env that plays evaluation episodes: the evaluator's, `a3c-eval`'s and its video's."""
-    return make_env(env_id, frame_size=frame_size, render_mode=render_mode, fire_at_life_start=True)
-
-
 def evaluation_envs(
     env_id: str, frame_size: int, episodes: int, process_name: str
 ) -> list[gym.Env]:
@@ -91,6 +86,7 @@ def _rows(state: State, rows: torch.Tensor) -> State:
 def play_episodes(
     model: ActorCritic,
     envs: Sequence[gym.Env],
+    profile: EnvProfile,
     episodes: int,
     seed: int,
     greedy: bool,
@@ -111,7 +107,6 @@ def play_episodes(
     episode from that episode's generator; one sample serves a whole batch, so noisy
     episodes play one at a time.
     """
-    info = EnvInfo.of(envs[0])
     model.remove_noise()
     per_round = 1 if noise else len(envs)
     scores: list[float] = []
@@ -148,7 +143,7 @@ def play_episodes(
             if state is not None and row_state is not None:
                 state[0][index], state[1][index] = row_state
             for row, action in zip(rows.tolist(), chosen.numpy(), strict=True):
-                env_action = info.env_action(action)
+                env_action = profile.env_action(action)
                 obs[row], reward, terminated, truncated, _ = round_envs[row].step(env_action)
                 score[row] += float(reward)
                 taken[row].append(env_action)
@@ -179,7 +174,7 @@ class Evaluator:
         self.envs = evaluation_envs(
             config.env, config.frame_size, config.eval_episodes, "a3c-evaluator"
         )
-        self.model = build_model(config, EnvInfo.of(self.envs[0]))
+        self.model = build_model(config, shared.profile)
         self.model.eval()
         self.last_step: int | None = None
         self.next_step = self._next_after(shared.steps_done)
@@ -218,6 +213,7 @@ class Evaluator:
         scores = play_episodes(
             self.model,
             self.envs,
+            self.shared.profile,
             self.config.eval_episodes,
             seed=self.config.seed + EVAL_SEED_OFFSET,
             greedy=self.config.eval_policy == "greedy",
@@ -317,7 +313,8 @@ def evaluate_checkpoint(
         envs = evaluation_envs(config.env, config.frame_size, episodes, "a3c-eval")
         for env in envs:
             cleanup.callback(env.close)
-        model = build_model(config, EnvInfo.of(envs[0]))
+        profile = describe_env(config.env, config.frame_size)
+        model = build_model(config, profile)
         try:
             model.load_state_dict(checkpoint["model"])
         except (RuntimeError, KeyError) as error:
@@ -328,6 +325,7 @@ def evaluate_checkpoint(
         scores = play_episodes(
             model,
             envs,
+            profile,
             episodes,
             seed=seed,
             greedy=greedy,

@@ -1,4 +1,4 @@
-"""The run folder and the records that workers and the evaluator send to the main process."""
+"""The records the children send to the main process, and the run folder that keeps them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
-from a3c.config import TrainConfig, to_toml
+from a3c.config import TrainConfig
 from a3c.errors import UsageError
+from a3c.presets import to_toml
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,23 @@ class ProcessFault:
     process: str
     report: str
     fatal: bool
+
+
+@dataclass(frozen=True)
+class ProcessRestart:
+    """The main process restarted a failed child: restart `number` of `allowed`."""
+
+    message: str
+    number: int
+    allowed: int
+
+
+@dataclass(frozen=True)
+class SpeedSample:
+    """Training speed over the last few seconds, at `step`."""
+
+    step: int
+    steps_per_second: float
 
 
 class _CsvLog:
@@ -226,55 +244,3 @@ class RunDirectory:
     def close(self) -> None:
         for log in (self.episodes, self.evals, self.skipped, self.losses, *self._extra_logs):
             log.close()
-
-
-class TensorBoardLog:
-    """Event files in the run folder with the documented tags (docs/observability.md).
-
-    Only the main process writes them. `open` returns None when tensorboard is not
-    installed; training runs the same without it.
-    """
-
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
-
-    @classmethod
-    def open(cls, path: Path) -> TensorBoardLog | None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            return None
-        return cls(SummaryWriter(log_dir=str(path), flush_secs=10))
-
-    def episode(self, record: EpisodeRecord) -> None:
-        self.writer.add_scalar("charts/episodic_return", record.score, record.step)
-        self.writer.add_scalar("charts/episodic_length", record.length, record.step)
-
-    def evaluation(self, record: EvalRecord, best: float) -> None:
-        for tag, value in (
-            ("eval/episodic_return", record.mean),
-            ("eval/episodic_return_std", record.std),
-            ("eval/episodic_return_min", record.min),
-            ("eval/episodic_return_max", record.max),
-            ("eval/episodic_length", record.mean_length),
-            ("eval/best_episodic_return", best),
-        ):
-            self.writer.add_scalar(tag, value, record.step)
-
-    def losses(self, record: LossStats) -> None:
-        for tag, value in (
-            ("losses/policy_loss", record.policy_loss),
-            ("losses/value_loss", record.value_loss),
-            ("losses/entropy", record.entropy),
-            ("losses/grad_norm", record.grad_norm),
-            ("charts/learning_rate", record.learning_rate),
-        ):
-            self.writer.add_scalar(tag, value, record.step)
-        for layer, sigma in record.noise_sigmas().items():
-            self.writer.add_scalar(f"noise/sigma_{layer}", sigma, record.step)
-
-    def speed(self, steps_per_second: float, step: int) -> None:
-        self.writer.add_scalar("charts/SPS", steps_per_second, step)
-
-    def close(self) -> None:
-        self.writer.close()

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import nn
 
 from a3c.errors import UsageError
+from a3c.host import bfloat16_frames
+from a3c.lstm import lstm_over_rollout
 from a3c.noisy import NoisyLinear, mean_abs_sigma, noisy_layers
 from a3c.normalize import RunningMeanStd
 from a3c.policy import ActionDistribution, CategoricalActions, GaussianActions, GaussianHead
 
 if TYPE_CHECKING:
     from a3c.config import TrainConfig
-    from a3c.envs import EnvInfo
+    from a3c.profile import EnvProfile
 
 # The recurrent state (h, c) of the LSTM core; None for the feed-forward core.
 State = tuple[torch.Tensor, torch.Tensor] | None
@@ -154,19 +156,20 @@ def paper_conv_encoder(bfloat16: bool = False) -> ConvEncoder:
 
 def make_encoder(
     observation_shape: tuple[int, ...],
+    frames: bool,
     hidden_size: int,
     conv_channels: int,
     noise: Noise | None = None,
     bfloat16_frames: bool = False,
     conv_activation: str = "elu",
 ) -> VectorEncoder | ConvEncoder:
-    """The encoder that fits an observation shape: dense for vectors, conv for frames.
+    """The encoder for an observation: conv for `frames` (42x42 or 84x84), dense otherwise.
 
     `noise` makes the vector encoder's dense layer noisy; convolutions never are.
     `bfloat16_frames` runs a conv encoder's layers in bfloat16; a vector encoder ignores it.
     `conv_activation` follows each convolution on 42x42 frames (84x84 has the paper's ReLU).
     """
-    if len(observation_shape) == 1:
+    if not frames:
         return VectorEncoder(observation_shape[0], hidden_size, noise)
     if observation_shape == (42, 42):
         return a3c_conv_encoder(conv_channels, bfloat16_frames, conv_activation)
@@ -186,6 +189,8 @@ class ActorCritic(nn.Module):
     the feed-forward core) are NoisyLinear layers. A new model holds their noise at zero:
     it plays its mean weights until `sample_noise` is called.
 
+    `frames`: observations are frames [H, W] for a conv encoder; else flat vectors for a
+    dense one.
     `bfloat16_frames`: a conv encoder computes in bfloat16 (its weights stay float32).
     `conv_activation`: "elu" or "relu" after each convolution on 42x42 frames.
     """
@@ -195,6 +200,7 @@ class ActorCritic(nn.Module):
         observation_shape: tuple[int, ...],
         n_actions: int,
         hidden_size: int = 128,
+        frames: bool = False,
         lstm: bool = True,
         conv_channels: int = 32,
         normalize_obs: bool = False,
@@ -214,6 +220,7 @@ class ActorCritic(nn.Module):
         dense_noise = noise if noise is not None and noise.dense else None
         self.encoder = make_encoder(
             observation_shape,
+            frames,
             hidden_size,
             conv_channels,
             dense_noise,
@@ -246,6 +253,13 @@ class ActorCritic(nn.Module):
             self.actions = CategoricalActions()
             self.policy = _dense(hidden_size, n_actions, 0.01, noise)
         self.value = _dense(hidden_size, 1, 1.0, noise)
+
+    @property
+    def frame_arithmetic(self) -> str | None:
+        """ "bfloat16" or "float32" for a frame encoder's layers; None without frames."""
+        if not isinstance(self.encoder, ConvEncoder):
+            return None
+        return "bfloat16" if self.encoder.in_bfloat16 else "float32"
 
     def sample_noise(self, generator: torch.Generator | None = None) -> None:
         """A new noise sample for every noisy layer, kept until the next call."""
@@ -355,113 +369,19 @@ class ActorCritic(nn.Module):
         )
 
 
-class _LSTMOverRollout(torch.autograd.Function):
-    """`nn.LSTMCell` over T recorded steps whose input states are already known.
-
-    Forward: every step at once, two matrix products over all T x B rows. Backward: only
-    the gradient that flows through time (through h @ W_hh) goes step by step; the weight
-    and input gradients are one matrix product each over all rows. Gate order as in
-    `nn.LSTMCell`: input, forget, cell, output.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        inputs: torch.Tensor,
-        h_in: torch.Tensor,
-        c_in: torch.Tensor,
-        carried: torch.Tensor,
-        weight_ih: torch.Tensor,
-        weight_hh: torch.Tensor,
-        bias_ih: torch.Tensor,
-        bias_hh: torch.Tensor,
-    ) -> torch.Tensor:
-        steps, batch, _ = inputs.shape
-        x = inputs.reshape(steps * batch, -1)
-        h_prev = h_in.reshape(steps * batch, -1)
-        gates = torch.addmm(bias_ih + bias_hh, x, weight_ih.t()).addmm_(h_prev, weight_hh.t())
-        i, f, g, o = gates.view(steps, batch, -1).chunk(4, -1)
-        i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
-        tanh_c = torch.tanh(f * c_in + i * g)
-        ctx.save_for_backward(x, h_prev, c_in, carried, weight_ih, weight_hh, i, f, g, o, tanh_c)
-        return o * tanh_c
-
-    @staticmethod
-    def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, h_prev, c_in, carried, weight_ih, weight_hh, i, f, g, o, tanh_c = ctx.saved_tensors
-        steps, batch, hidden = grad_h.shape
-        # Derivatives of each gate's activation and of h with respect to c, all steps at once.
-        di_pre, df_pre, dg_pre = i * (1 - i), f * (1 - f), 1 - g * g
-        do_pre = o * (1 - o) * tanh_c
-        dc_from_h = o * (1 - tanh_c * tanh_c)
-        grad_gates = grad_h.new_empty(steps, batch, 4 * hidden)
-        grad_i, grad_f, grad_g, grad_o = grad_gates.chunk(4, -1)
-        carry = carried.to(grad_h.dtype).unsqueeze(-1)
-        dh_later = grad_h.new_zeros(batch, hidden)
-        dc_later = grad_h.new_zeros(batch, hidden)
-        for t in range(steps - 1, -1, -1):
-            dh = grad_h[t] + dh_later
-            dc = dc_later + dh * dc_from_h[t]
-            torch.mul(dh, do_pre[t], out=grad_o[t])
-            torch.mul(dc * g[t], di_pre[t], out=grad_i[t])
-            torch.mul(dc * c_in[t], df_pre[t], out=grad_f[t])
-            torch.mul(dc * i[t], dg_pre[t], out=grad_g[t])
-            if t > 0:
-                dc_later = dc * f[t] * carry[t]
-                dh_later = (grad_gates[t] @ weight_hh) * carry[t]
-        rows = grad_gates.view(steps * batch, -1)
-        grad_inputs = (rows @ weight_ih).view(steps, batch, -1) if ctx.needs_input_grad[0] else None
-        grad_bias = rows.sum(0)
-        # Two tensors: gradient clipping scales each parameter's gradient in place, so one
-        # tensor shared by both biases could be counted and scaled twice.
-        return (
-            grad_inputs, None, None, None,
-            rows.t() @ x, rows.t() @ h_prev, grad_bias, grad_bias.clone(),
-        )  # fmt: skip
-
-
-def lstm_over_rollout(
-    cell: nn.LSTMCell, inputs: torch.Tensor, states: tuple[torch.Tensor, torch.Tensor],
-    carried: torch.Tensor,
-) -> torch.Tensor:  # fmt: skip
-    """Outputs h [T, B, H] of `cell` for inputs [T, B, F], each step fed states[0/1][t]."""
-    output: torch.Tensor = _LSTMOverRollout.apply(
-        inputs, states[0], states[1], carried,
-        cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh,
-    )  # fmt: skip
-    return output
-
-
-def native_bfloat16() -> bool:
-    """Whether this CPU computes in bfloat16 natively (AVX512-BF16 or AMX tiles).
-
-    There oneDNN's bfloat16 convolutions beat float32 ones (docs/throughput.md); elsewhere
-    oneDNN emulates bfloat16, which is not measured here, so float32 is kept. torch asks
-    the CPU through private functions: a torch without them (or on another architecture)
-    answers False, and frames stay float32.
-    """
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
-
-
-def bfloat16_frames(precision: str) -> bool:
-    """Whether `--precision` puts a conv encoder in bfloat16 on this machine."""
-    return precision == "bfloat16" or (precision == "auto" and native_bfloat16())
-
-
-def build_model(config: TrainConfig, info: EnvInfo) -> ActorCritic:
+def build_model(config: TrainConfig, profile: EnvProfile) -> ActorCritic:
     """The model a config asks for, sized for an environment."""
     model = ActorCritic(
-        info.observation_shape,
-        info.n_actions,
+        profile.observation_shape,
+        profile.n_actions,
         hidden_size=config.hidden_size,
+        frames=profile.frames,
         lstm=config.lstm,
         conv_channels=config.conv_channels,
-        # Frames are standardised one by one in the encoder; one-hot states need nothing.
-        normalize_obs=config.normalize_obs and info.vector_observations,
+        normalize_obs=config.normalize_obs and profile.normalizes_observations,
         scale_rewards=config.scale_rewards,
         noise=Noise(config.noise, config.sigma_init, config.noisy_dense) if config.noisy else None,
-        continuous=info.continuous,
+        continuous=profile.continuous,
         policy_std=config.policy_std,
         bfloat16_frames=bfloat16_frames(config.precision),
         conv_activation=config.conv_activation,

@@ -158,7 +158,7 @@ class GaussianHead(nn.Module):
     (one learned parameter per dimension, whatever the state; SB3's default). Either gives
     a logit that a sigmoid maps into [MIN_STD, MAX_STD]; the paper's softplus has no upper
     bound. Both start at a std of 0.9: actions span the action space's bounds, which the
-    env side maps to [-1, 1] (`EnvInfo.env_action`).
+    env side maps to [-1, 1] (`EnvProfile.env_action`).
     """
 
     def __init__(self, mean: nn.Module, dims: int, std: str, std_layer: nn.Module | None) -> None:

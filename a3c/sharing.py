@@ -16,11 +16,21 @@ message in its own pipe, which the main process drops.
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
+import functools
 import multiprocessing as mp
 import multiprocessing.connection
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import torch
+
+    from a3c.model import ActorCritic
+    from a3c.profile import EnvProfile
 
 # The main process's slot in every counter: what a resumed run starts from, the steps a
 # meeting of several machines agreed on, and a serial run's own counts.
@@ -176,3 +186,93 @@ class LocalInbox:
 
     def close(self) -> None:
         pass
+
+
+@dataclass
+class SharedObjects:
+    """What the main process shares with every child process (none of it is a lock that
+    two children take, so a child killed anywhere cannot stall the rest)."""
+
+    model: ActorCritic
+    optimizer: torch.optim.Optimizer
+    profile: EnvProfile  # the environment, profiled once by the main process
+    step_counter: SlotCounter  # agent steps done by all workers
+    episode_counter: SlotCounter  # training episodes finished
+    stop: Flag  # set to make every child stop at its next boundary
+    messages: Any  # where this process's EpisodeRecord / EvalRecord / ... go: `put(record)`
+    # This process's slot in the counters: MAIN_SLOT in the main process (and in a serial
+    # run's worker), 1 + its local index in a worker.
+    slot: int = MAIN_SLOT
+    # Several machines only: one lock per local worker, held around its optimiser step and
+    # statistics merge, so a meeting of the nodes (holding them all) never reads or writes
+    # a half-stepped parameter. Only that worker and the main process take it, and a
+    # restarted worker gets a new one.
+    update_locks: list[Any] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def create(
+        cls,
+        model: ActorCritic,
+        optimizer: torch.optim.Optimizer,
+        profile: EnvProfile,
+        messages: Any,
+        workers: int,
+        *,
+        context: Any = mp,
+        steps: int = 0,
+        episodes: int = 0,
+        update_locks: bool = False,
+    ) -> SharedObjects:
+        slots = 1 + workers
+        return cls(
+            model=model,
+            optimizer=optimizer,
+            profile=profile,
+            step_counter=SlotCounter(context, slots, steps),
+            episode_counter=SlotCounter(context, slots, episodes),
+            stop=Flag(context),
+            messages=messages,
+            update_locks=[context.Lock() for _ in range(workers)] if update_locks else [],
+        )
+
+    def add_steps(self, steps: int) -> int:
+        """Count a rollout's steps in the global counter; return the new total."""
+        return self.step_counter.add(self.slot, steps)
+
+    @contextlib.contextmanager
+    def updates_paused(self, worker_alive: Callable[[int], bool] | None = None) -> Iterator[None]:
+        """No optimiser step or statistics merge runs inside: it holds every update lock
+        (several machines only; on one machine there are none and this waits for nothing).
+
+        The lock of a worker that `worker_alive(index)` says has died is passed over: it
+        may have died holding it, and it steps nothing more (its restart gets a new lock).
+        """
+        held = []
+        try:
+            for index, lock in enumerate(self.update_locks):
+                alive = functools.partial(worker_alive or (lambda _: True), index)
+                if acquire_unless_dead(lock, alive):
+                    held.append(lock)
+            yield
+        finally:
+            for lock in held:
+                lock.release()
+
+    def add_episode(self) -> None:
+        self.episode_counter.add(self.slot, 1)
+
+    @property
+    def steps_done(self) -> int:
+        return self.step_counter.total
+
+    @property
+    def episodes_done(self) -> int:
+        return self.episode_counter.total
+
+
+# One machine: updates take no lock (Hogwild); `update_locks` serve several machines.
+NO_LOCK = contextlib.nullcontext()
+
+
+# One machine: updates take no lock (Hogwild); `update_locks` serve several machines.
+NO_LOCK = contextlib.nullcontext()

@@ -1,233 +1,33 @@
-"""One worker: sync the shared weights, roll out up to t_max steps, push gradients, repeat.
+"""One worker: sync the shared weights, roll out t_max steps, loss, push gradients, repeat.
 
 Autograd records the encoder as the rollout is played (`ActorCritic.step`); the core and
 heads are scored over the whole rollout at once (`ActorCritic.score`). The local weights
-stay fixed during a rollout, so the loss is the classic step-by-step A3C loss.
+stay fixed during a rollout, so the loss is the classic step-by-step A3C loss
+(a3c/loss.py). What the loss learns from each env step (clipped rewards, lost lives,
+scaled returns) is the reward stage's to say (a3c/rewards.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
-import multiprocessing as mp
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from a3c.config import TrainConfig
 from a3c.envs import make_env_batch
-from a3c.metrics import EpisodeRecord, LossStats, SkippedUpdate
-from a3c.model import ActorCritic, Scores, State, build_model
-from a3c.normalize import REWARD_CLIP, DiscountedReturns
-from a3c.returns import gae, n_step_returns
-from a3c.sharing import (
-    MAIN_SLOT,
-    Flag,
-    LockWithParent,
-    ParentGone,
-    SlotCounter,
-    acquire_unless_dead,
-    parent_alive,
-)
-
-
-@dataclass
-class SharedObjects:
-    """What the main process shares with every child process (a3c/sharing.py: none of it
-    is a lock that two children take, so a child killed anywhere cannot stall the rest)."""
-
-    model: ActorCritic
-    optimizer: torch.optim.Optimizer
-    step_counter: SlotCounter  # agent steps done by all workers
-    episode_counter: SlotCounter  # training episodes finished
-    stop: Flag  # set to make every child stop at its next boundary
-    messages: Any  # where this process's EpisodeRecord / EvalRecord / ... go: `put(record)`
-    # This process's slot in the counters: MAIN_SLOT in the main process (and in a serial
-    # run's worker), 1 + its local index in a worker.
-    slot: int = MAIN_SLOT
-    # Several machines only: one lock per local worker, held around its optimiser step and
-    # statistics merge, so a meeting of the nodes (holding them all) never reads or writes
-    # a half-stepped parameter. Only that worker and the main process take it, and a
-    # restarted worker gets a new one.
-    update_locks: list[Any] = dataclasses.field(default_factory=list)
-
-    @classmethod
-    def create(
-        cls,
-        model: ActorCritic,
-        optimizer: torch.optim.Optimizer,
-        messages: Any,
-        workers: int,
-        *,
-        context: Any = mp,
-        steps: int = 0,
-        episodes: int = 0,
-        update_locks: bool = False,
-    ) -> SharedObjects:
-        slots = 1 + workers
-        return cls(
-            model=model,
-            optimizer=optimizer,
-            step_counter=SlotCounter(context, slots, steps),
-            episode_counter=SlotCounter(context, slots, episodes),
-            stop=Flag(context),
-            messages=messages,
-            update_locks=[context.Lock() for _ in range(workers)] if update_locks else [],
-        )
-
-    def add_steps(self, steps: int) -> int:
-        """Count a rollout's steps in the global counter; return the new total."""
-        return self.step_counter.add(self.slot, steps)
-
-    @contextlib.contextmanager
-    def updates_paused(self, worker_alive: Callable[[int], bool] | None = None) -> Iterator[None]:
-        """No optimiser step or statistics merge runs inside: it holds every update lock
-        (several machines only; on one machine there are none and this waits for nothing).
-
-        The lock of a worker that `worker_alive(index)` says has died is passed over: it
-        may have died holding it, and it steps nothing more (its restart gets a new lock).
-        """
-        held = []
-        try:
-            for index, lock in enumerate(self.update_locks):
-                alive = functools.partial(worker_alive or (lambda _: True), index)
-                if acquire_unless_dead(lock, alive):
-                    held.append(lock)
-            yield
-        finally:
-            for lock in held:
-                lock.release()
-
-    def add_episode(self) -> None:
-        self.episode_counter.add(self.slot, 1)
-
-    @property
-    def steps_done(self) -> int:
-        return self.step_counter.total
-
-    @property
-    def episodes_done(self) -> int:
-        return self.episode_counter.total
-
-
-# One machine: updates take no lock (Hogwild); `update_locks` serve several machines.
-NO_LOCK = contextlib.nullcontext()
-
-
-def apply_gradients(
-    local_model: torch.nn.Module,
-    shared_model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss: torch.Tensor,
-    max_grad_norm: float,
-    lock: contextlib.AbstractContextManager[Any] = NO_LOCK,
-) -> float:
-    """Backpropagate `loss` locally and step the shared optimiser with exactly its gradient.
-
-    The shared parameters' ``.grad`` is pointed at this update's local gradients every time.
-    Local gradients are cleared (set to None) before each backward, so nothing accumulates
-    across updates. The classic ``ensure_shared_grads`` skipped the hand-over once a shared
-    grad existed, which on torch >= 2.0 fed the optimiser running sums of gradients.
-
-    A non-finite loss or gradient is never handed over: the shared weights and optimiser
-    state stay untouched. Returns the gradient norm before clipping (NaN or inf when the
-    update was skipped). `lock` is held around the hand-over and step only.
-    """
-    local_model.zero_grad(set_to_none=True)
-    if not torch.isfinite(loss):
-        return float("nan")
-    loss.backward()
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(local_model.parameters(), max_grad_norm))
-    if not math.isfinite(grad_norm):
-        return grad_norm
-    with lock:
-        for shared, local in zip(shared_model.parameters(), local_model.parameters(), strict=True):
-            shared.grad = local.grad
-        optimizer.step()
-    return grad_norm
-
+from a3c.errors import TrainingDiverged
+from a3c.loss import LossAverages, LossTerms, Rollout, a3c_loss, apply_gradients
+from a3c.metrics import EpisodeRecord, SkippedUpdate
+from a3c.model import State, build_model
+from a3c.rewards import RewardStage
+from a3c.sharing import NO_LOCK, LockWithParent, ParentGone, SharedObjects, parent_alive
 
 # Updates averaged into one LossStats record: few messages, still a fine-grained curve.
 LOSS_REPORT_UPDATES = 20
-# Weight of the penalty on a Gaussian mean past the action bounds (`policy.beyond_bounds`).
-BOUND_COEF = 1.0
-
-
-class LossTerms(NamedTuple):
-    total: torch.Tensor  # what is backpropagated
-    policy: torch.Tensor
-    value: torch.Tensor
-    entropy: torch.Tensor
-
-
-class _LossAverages:
-    """Running sums of one worker's loss terms between two reports."""
-
-    def __init__(self) -> None:
-        self.updates = 0
-        self.sums = dict.fromkeys(("policy", "value", "entropy", "grad_norm"), 0.0)
-        self.learning_rate = 0.0
-
-    def add(self, terms: LossTerms, grad_norm: float, learning_rate: float) -> None:
-        self.updates += 1
-        self.sums["policy"] += float(terms.policy)
-        self.sums["value"] += float(terms.value)
-        self.sums["entropy"] += float(terms.entropy)
-        self.sums["grad_norm"] += grad_norm
-        self.learning_rate = learning_rate
-
-    def report(self, rank: int, step: int, sigmas: dict[str, float]) -> LossStats:
-        n = self.updates
-        return LossStats(
-            worker=rank,
-            step=step,
-            updates=n,
-            policy_loss=self.sums["policy"] / n,
-            value_loss=self.sums["value"] / n,
-            entropy=self.sums["entropy"] / n,
-            grad_norm=self.sums["grad_norm"] / n,
-            learning_rate=self.learning_rate,
-            sigma_encoder=sigmas.get("encoder"),
-            sigma_core=sigmas.get("core"),
-            sigma_policy=sigmas.get("policy"),
-            sigma_value=sigmas.get("value"),
-        )
-
-
-class TrainingDiverged(Exception):
-    """Too many updates in a row had a non-finite loss or gradient."""
-
-
-@dataclass
-class Rollout:
-    """t_max steps of a worker's K environments, indexed [T, K], as the loss needs them.
-
-    A rollout runs on across episode ends: an environment that finishes is reset at once,
-    and its row of the recurrent state restarts from zero.
-    """
-
-    features: torch.Tensor  # [T, K, F] the encoder's outputs, with the rollout's autograd graph
-    states: State  # [T, K, H] the core state fed to each step (None without an LSTM)
-    carried: torch.Tensor  # [T, K] a step's state was the step before's (no new game began)
-    actions: np.ndarray  # [T, K, *action_shape] as sampled: unclipped for continuous actions
-    rewards: np.ndarray  # [T, K] the rewards learned from: clipped when the config says so
-    terminal: np.ndarray  # [T, K] nothing to bootstrap after this step (or a life was lost)
-    episode_end: np.ndarray  # [T, K] no return flows back across this step
-    final_values: np.ndarray  # [T, K] V(final observation) at a truncation, else 0
-    bootstrap_values: np.ndarray  # [K] V(observation after the last step)
-    episodes: list[EpisodeRecord]  # episodes that ended, with their real scores
-    observations: np.ndarray | None  # [T, K, ...] as the envs gave them, for obs_norm
-    discounted_returns: np.ndarray | None  # [T, K] for return_norm
-
-    def __len__(self) -> int:
-        """Agent steps: T x K, whatever the shape of one action."""
-        return int(self.rewards.size)
 
 
 class Worker:
@@ -246,34 +46,26 @@ class Worker:
         np.random.seed(config.seed + rank)
         count = config.envs_per_worker
         self.envs = make_env_batch(
-            config.env, count, config.frame_size, config.workers, f"a3c-worker-{rank}"
+            shared.profile, count, config.frame_size, config.workers, f"a3c-worker-{rank}"
         )
         self.nonfinite_in_a_row = 0
-        self.stats = _LossAverages()
-        self.info = self.envs.info
-        self.model = build_model(config, self.info)
+        self.stats = LossAverages()
+        self.model = build_model(config, shared.profile)
         # NoisyNet: this worker's own noise (its seed differs from every other worker's).
         self.model.sample_noise()
         # Environment seeds never collide across workers: rank r owns r*K .. r*K+K-1.
-        self.obs, self.lives = self.envs.reset(
+        self.obs, lives = self.envs.reset(
             [config.seed + rank * count + index for index in range(count)]
         )
         self.state = self.model.initial_state(count)
-        self.returns = (
-            DiscountedReturns(count, config.gamma) if self.model.return_norm is not None else None
-        )
+        self.rewards = RewardStage(config, lives, scaled=self.model.return_norm is not None)
 
     def close(self) -> None:
         self.envs.close()
 
     def collect_rollout(self) -> Rollout:
-        """Play t_max steps in each environment with the local weights, recorded by autograd.
-
-        With `life_loss_terminal`, a lost life counts as terminal for learning while the
-        game itself, and its logged score, runs on to game over.
-        """
-        config = self.config
-        steps, count = config.t_max, len(self.obs)
+        """Play t_max steps in each environment with the local weights, recorded by autograd."""
+        steps, count = self.config.t_max, len(self.obs)
         state = self.state  # carried over from the last rollout, detached from its graph
         features, fed_states = [], []
         carried = torch.ones(steps, count, dtype=torch.bool)
@@ -287,7 +79,7 @@ class Worker:
         final_values = np.zeros((steps, count), dtype=np.float32)
         episodes: list[EpisodeRecord] = []
         observations: list[np.ndarray] | None = [] if self.model.obs_norm is not None else None
-        returns: list[np.ndarray] | None = [] if self.returns is not None else None
+        returns: list[np.ndarray] = []
         for t in range(steps):
             if observations is not None:
                 observations.append(self.obs.copy())
@@ -299,34 +91,21 @@ class Worker:
             state = step.state
             actions[t] = step.action.numpy()
             result = self.envs.step(actions[t])
-            rewards[t] = (
-                np.clip(result.rewards, -1.0, 1.0) if config.clip_rewards else result.rewards
-            )
-            ended = result.terminated | result.truncated
-            # A lost life counts only while the game goes on: where an episode ended, the
-            # lives are the next game's.
-            life_lost = config.life_loss_terminal & ~ended & (result.lives < self.lives)
-            self.lives = result.lives
-            # A truncation is not a terminal: the final observation still has a value.
-            terminal[t] = result.terminated | life_lost
-            episode_end[t] = ended | life_lost
+            learned, discounted = self.rewards.step(result)
+            rewards[t], terminal[t], episode_end[t] = learned
+            if discounted is not None:
+                returns.append(discounted)
             for index, final_obs in result.final_observations.items():
                 final_values[t, index] = self._value(final_obs, state, index)
             episodes.extend(
                 EpisodeRecord(self.rank, 0, score, length) for _, score, length in result.episodes
             )
-            for restarted in np.flatnonzero(ended).tolist():
+            for restarted in np.flatnonzero(result.terminated | result.truncated).tolist():
                 state = _restart(state, restarted)
                 if t + 1 < steps:
                     carried[t + 1, restarted] = False
             self.obs = result.observations
-            if self.returns is not None and returns is not None:
-                returns.append(self.returns.step(rewards[t], episode_end[t]))
-        if self.model.return_norm is not None:
-            # The scale of the rollout's start, for every step of it: the local statistics
-            # change only when the next rollout loads the shared ones.
-            rewards /= float(self.model.return_norm.std)
-            np.clip(rewards, -REWARD_CLIP, REWARD_CLIP, out=rewards)
+        self.rewards.scale(rewards, self.model.return_norm)
         # Gradients stop at the rollout's edge (truncated backpropagation through time).
         self.state = _detach(state)
         with torch.no_grad():
@@ -343,7 +122,7 @@ class Worker:
             bootstrap_values=bootstrap.numpy(),
             episodes=episodes,
             observations=None if observations is None else np.stack(observations),
-            discounted_returns=None if returns is None else np.stack(returns),
+            discounted_returns=np.stack(returns) if returns else None,
         )
 
     def merge_statistics(self, rollout: Rollout) -> None:
@@ -401,7 +180,7 @@ class Worker:
             if self.stats.updates >= LOSS_REPORT_UPDATES:
                 sigmas = self.model.noise_sigmas()
                 self.shared.messages.put(self.stats.report(self.rank, total, sigmas))
-                self.stats = _LossAverages()
+                self.stats = LossAverages()
         else:
             self.nonfinite_in_a_row += 1
             what = "loss" if not torch.isfinite(loss) else "gradient"
@@ -415,43 +194,6 @@ class Worker:
             self.shared.add_episode()
             self.shared.messages.put(dataclasses.replace(episode, step=total))
         return total
-
-
-def a3c_loss(scores: Scores, rollout: Rollout, config: TrainConfig) -> LossTerms:
-    """Policy gradient, value regression and entropy bonus of a rollout's scored steps."""
-    values = scores.value
-    rewards = torch.from_numpy(rollout.rewards)
-    terminal = torch.from_numpy(rollout.terminal)
-    episode_end = torch.from_numpy(rollout.episode_end)
-    following = torch.cat(
-        [values[1:].detach(), torch.from_numpy(rollout.bootstrap_values).unsqueeze(0)]
-    )
-    truncated = episode_end & ~terminal
-    next_values = torch.where(truncated, torch.from_numpy(rollout.final_values), following)
-    if config.advantage == "gae":
-        advantages = gae(
-            rewards,
-            values.detach(),
-            next_values,
-            terminal,
-            episode_end,
-            config.gamma,
-            config.gae_lambda,
-        )
-        returns = advantages + values.detach()
-    else:
-        returns = n_step_returns(rewards, next_values, terminal, episode_end, config.gamma)
-        advantages = returns - values.detach()
-    policy_loss = -(advantages * scores.log_prob).mean()
-    value_loss = F.mse_loss(values, returns)
-    entropy = scores.entropy.mean()
-    total = (
-        policy_loss
-        + config.vf_coef * value_loss
-        - config.entropy_bonus * entropy
-        + BOUND_COEF * scores.beyond_bounds.mean()
-    )
-    return LossTerms(total, policy_loss.detach(), value_loss.detach(), entropy.detach())
 
 
 def _detach(state: State) -> State:

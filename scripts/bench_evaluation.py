@@ -21,10 +21,11 @@ import time
 import torch
 
 from a3c.checkpoint import load_checkpoint
-from a3c.config import TrainConfig, find_preset, load_toml
-from a3c.envs import EnvInfo
+from a3c.config import TrainConfig
+from a3c.envs import describe_env
 from a3c.evaluator import EVAL_SEED_OFFSET, evaluation_envs, play_episodes
 from a3c.model import build_model
+from a3c.presets import find_preset, load_toml
 
 
 def main() -> int:
@@ -44,7 +45,8 @@ def main() -> int:
         if preset is not None:
             config = config.replace(load_toml(preset))
     envs = evaluation_envs(config.env, config.frame_size, args.episodes, "bench")
-    model = build_model(config, EnvInfo.of(envs[0]))
+    profile = describe_env(config.env, frame_size=config.frame_size)
+    model = build_model(config, profile)
     if args.checkpoint:
         model.load_state_dict(checkpoint["model"])
     model.eval()
@@ -57,6 +59,7 @@ def main() -> int:
             played = play_episodes(
                 model,
                 way_envs,
+                profile,
                 args.episodes,
                 seed=config.seed + EVAL_SEED_OFFSET,
                 greedy=True,

@@ -25,11 +25,12 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
-from a3c.config import TrainConfig, find_preset, load_toml
+from a3c.config import TrainConfig
 from a3c.distributed import Node, NodeGroup
 from a3c.envs import describe_env
 from a3c.model import build_model
-from a3c.worker import SharedObjects
+from a3c.presets import find_preset, load_toml
+from a3c.sharing import SharedObjects
 
 NODES = (2, 4, 8, 16, 32, 64)
 GBITS = (1, 10)
@@ -48,11 +49,13 @@ def _node(rank: int, port: int, env_ids: list[str], meetings: int, results: Any)
     group = NodeGroup(Node(rank, 2, "bench", restarts=0), timeout_s=60)
     for env_id in env_ids:
         config = _config(env_id)
-        model = build_model(config, describe_env(env_id, frame_size=config.frame_size))
+        profile = describe_env(env_id, frame_size=config.frame_size)
+        model = build_model(config, profile)
         model.share_memory()
         shared = SharedObjects.create(
             model,
             torch.optim.SGD(model.parameters(), lr=0.0),
+            profile,
             messages=None,
             workers=config.workers or 1,
             update_locks=True,

@@ -40,29 +40,35 @@ import numpy as np
 import torch
 from measure_memory import rss_and_pss_kib  # a sibling script: scripts/ is on sys.path
 
-from a3c.config import TrainConfig, find_preset, load_toml
-from a3c.envs import is_atari
+from a3c.config import TrainConfig
 from a3c.trainer import Trainer
+
+try:
+    from a3c.presets import find_preset, load_toml
+except ImportError:  # an a3c from before presets had a module of their own
+    from a3c.config import find_preset, load_toml  # type: ignore[attr-defined,no-redef]
 
 PATHS = ("gymnasium", "vector")
 
 
 # Imported where used, not above: --training-only runs against older a3c versions too.
 def _batch(config: TrainConfig, path: str) -> Any:
-    from a3c.envs import GymEnvBatch, make_env, make_env_batch
+    from a3c.envs import GymEnvBatch, describe_env, make_env, make_env_batch
 
+    profile = describe_env(config.env, frame_size=config.frame_size)
     if path == "vector":
         return make_env_batch(
-            config.env, config.envs_per_worker, config.frame_size, config.workers, "bench"
+            profile, config.envs_per_worker, config.frame_size, config.workers, "bench"
         )
-    return GymEnvBatch(
-        [make_env(config.env, frame_size=config.frame_size) for _ in range(config.envs_per_worker)]
-    )
+    envs = [
+        make_env(config.env, frame_size=config.frame_size) for _ in range(config.envs_per_worker)
+    ]
+    return GymEnvBatch(envs, profile)
 
 
 def _step_randomly(config: TrainConfig, path: str, seconds: float, out: Any) -> None:
     batch = _batch(config, path)
-    count, info = config.envs_per_worker, batch.info
+    count, info = config.envs_per_worker, batch.profile
     batch.reset(list(range(count)))
     rng = np.random.default_rng(0)
     steps, deadline = 0, time.monotonic() + seconds
@@ -107,7 +113,8 @@ def training(config: TrainConfig, seconds: float, warmup: float) -> tuple[float,
         samples.append((time.monotonic(), trainer.shared.steps_done))
         time.sleep(seconds)
         samples.append((time.monotonic(), trainer.shared.steps_done))
-        for child in trainer.children:
+        # Before round 3 the trainer held its children itself.
+        for child in getattr(trainer, "supervisor", trainer).children:
             if child.name.startswith("a3c-worker") and child.process is not None:
                 memory.append(rss_and_pss_kib(child.process.pid))
         trainer.shared.stop.set()
@@ -126,7 +133,7 @@ class _TimedBatch:
 
     def __init__(self, batch: Any, clock: dict[str, float]) -> None:
         self.batch, self.clock = batch, clock
-        self.info = batch.info
+        self.profile = batch.profile
 
     def step(self, actions: Any) -> Any:
         started = time.perf_counter()
@@ -141,19 +148,21 @@ class _TimedBatch:
 def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
     """Milliseconds per agent step in one serial worker, by part."""
     from a3c.envs import describe_env
+    from a3c.loss import apply_gradients
     from a3c.model import build_model
     from a3c.optim import make_shared_optimizer
-    from a3c.sharing import LocalInbox
-    from a3c.worker import SharedObjects, Worker, apply_gradients
+    from a3c.sharing import LocalInbox, SharedObjects
+    from a3c.worker import Worker
 
     torch.set_num_threads(1)
-    model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
+    profile = describe_env(config.env, frame_size=config.frame_size)
+    model = build_model(config, profile)
     model.share_memory()
     optimizer = make_shared_optimizer(
         config.optimizer, model.parameters(), config.learning_rate, config.optimizer_eps,
         config.rmsprop_alpha,
     )  # fmt: skip
-    shared = SharedObjects.create(model, optimizer, LocalInbox(), workers=0)
+    shared = SharedObjects.create(model, optimizer, profile, LocalInbox(), workers=0)
     worker = Worker(0, config, shared)
     clock = dict.fromkeys(("env", "rollout", "loss", "backward", "optimiser"), 0.0)
     worker.envs = _TimedBatch(worker.envs, clock)  # type: ignore[assignment]
@@ -209,7 +218,9 @@ def main() -> int:
     base = TrainConfig(env=args.env)
     if preset is not None:
         base = base.replace(load_toml(preset))
-    paths = PATHS if is_atari(args.env) else PATHS[:1]
+    from a3c.profile import ATARI, family_of
+
+    paths = PATHS if family_of(args.env) is ATARI else PATHS[:1]
     rows = []
     # One serial worker: the same for any worker count.
     splits: dict[tuple[int, int, str], dict[str, float]] = {}

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from a3c.cli import filled_options_tables
+from a3c.options import filled_options_tables
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

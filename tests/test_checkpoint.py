@@ -12,6 +12,7 @@ from helpers import read_csv
 
 from a3c.checkpoint import FORMAT_VERSION, build_checkpoint, load_checkpoint, save_checkpoint
 from a3c.config import DEFAULT_ENT_COEF, TrainConfig
+from a3c.envs import describe_env
 from a3c.errors import UsageError
 from a3c.model import ActorCritic
 from a3c.optim import SharedAdam
@@ -32,7 +33,7 @@ def trained_pair() -> tuple[ActorCritic, SharedAdam]:
 
 # What a trainer saves for trained_pair's model: every default that depends on the
 # environment's spaces filled in (4 features, 2 actions).
-SAVED_CONFIG = TrainConfig(hidden_size=16).for_env(continuous=False, vector_observations=True)
+SAVED_CONFIG = describe_env("CartPole-v1").fill_defaults(TrainConfig(hidden_size=16))
 
 
 def checkpoint_of(model, optimizer, step: int = 1234) -> dict:
@@ -78,7 +79,7 @@ def test_format_1_image_weights_are_refused_and_vector_weights_still_load(
     torch.save({**checkpoint_of(vector, optimizer), "format_version": 1}, old_vector)
     assert load_checkpoint(old_vector)["step"] == 1234
 
-    image = ActorCritic((42, 42), 6, hidden_size=16)
+    image = ActorCritic((42, 42), 6, frames=True, hidden_size=16)
     checkpoint = {**checkpoint_of(image, None), "format_version": 1}
     torch.save(checkpoint, tmp_path / "old_pong.pt")
     with pytest.raises(UsageError, match="frames scaled to \\[0, 1\\] \\(format 1\\)"):
@@ -214,29 +215,35 @@ class _CreatesAFile:
 
 
 def test_bad_checkpoints_are_refused(cli, tmp_path: Path, cartpole_run: Path) -> None:
+    # Through the command once: its UsageError is one line and exit code 2.
     assert_refused(cli.run("a3c-eval", str(tmp_path / "missing.pt")), "no such file or folder")
+
+    def refused(path: Path, message: str) -> None:
+        with pytest.raises(UsageError, match=message) as error:
+            load_checkpoint(path)
+        assert "\n" not in str(error.value)
 
     empty = tmp_path / "empty_run"
     empty.mkdir()
-    assert_refused(cli.run("a3c-eval", str(empty)), "no checkpoint in")
+    refused(empty, "no checkpoint in")
 
     text = tmp_path / "notes.pt"
     text.write_text("this is not a checkpoint\n")
-    assert_refused(cli.run("a3c-eval", str(text)), "is not a readable checkpoint")
+    refused(text, "is not a readable checkpoint")
 
     whole = (cartpole_run / "checkpoints" / "latest.pt").read_bytes()
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(whole[: len(whole) // 2])
-    assert_refused(cli.run("a3c-eval", str(truncated)), "is not a readable checkpoint")
+    refused(truncated, "is not a readable checkpoint")
 
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(3)}, foreign)
-    assert_refused(cli.run("a3c-eval", str(foreign)), "is not an a3c checkpoint")
+    refused(foreign, "is not an a3c checkpoint")
 
     newer = tmp_path / "newer.pt"
     checkpoint = load_checkpoint(cartpole_run / "checkpoints" / "latest.pt")
     torch.save({**checkpoint, "format_version": FORMAT_VERSION + 1}, newer)
-    assert_refused(cli.run("a3c-eval", str(newer)), f"checkpoint format {FORMAT_VERSION + 1}")
+    refused(newer, f"checkpoint format {FORMAT_VERSION + 1}")
 
 
 def test_a_pickle_that_carries_code_is_refused_and_never_run(cli, tmp_path: Path) -> None:
@@ -287,4 +294,4 @@ def test_a_checkpoint_without_a_chosen_entropy_bonus_keeps_the_one_it_trained_wi
     save_checkpoint(checkpoint, tmp_path / "old.pt")
     config = TrainConfig.from_dict(load_checkpoint(tmp_path / "old.pt")["config"])
     assert config.ent_coef == DEFAULT_ENT_COEF
-    assert config.for_env(False, vector_observations=True).entropy_bonus == DEFAULT_ENT_COEF
+    assert describe_env("CartPole-v1").fill_defaults(config).entropy_bonus == DEFAULT_ENT_COEF

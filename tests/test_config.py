@@ -7,16 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from a3c.config import (
-    FAMILY_PRESETS,
-    TrainConfig,
-    build_parser,
-    config_from_args,
-    find_preset,
-    load_toml,
-    to_toml,
-)
+from a3c.config import TrainConfig
 from a3c.errors import UsageError
+from a3c.options import build_parser, config_from_args
+from a3c.presets import find_preset, load_toml, to_toml
+from a3c.profile import FAMILIES
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,6 +109,7 @@ def test_bad_settings_are_named(values: dict, message: str) -> None:
         ({"lr": -1e-3}, "--lr must be > 0"),
         ({"gamma": 1.5}, "--gamma must be <= 1"),
         ({"eval_episodes": 0}, "--eval-episodes must be >= 1"),
+        ({"eval_interval": 0}, "--eval-interval must be >= 1"),
         ({"advantage": "td"}, "--advantage must be one of gae, nstep"),
         ({"lr": float("nan")}, "--lr must be a finite number"),
         ({"sync_interval": 0.0}, "--sync-interval must be > 0"),
@@ -140,7 +136,7 @@ def test_every_shipped_preset_is_valid() -> None:
     for path in presets:
         values = load_toml(path)
         config = TrainConfig.from_dict(values, source=str(path)).validate()
-        if path.name in FAMILY_PRESETS.values():
+        if path.name in {family.preset for family in FAMILIES}:
             assert "env" not in values, f"{path.name} must fit any environment of its family"
         else:
             assert find_preset(config.env, config.noisy) == path

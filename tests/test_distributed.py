@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import BIN, Cli
 
 from a3c.checkpoint import load_checkpoint
-from a3c.distributed import _Moments
+from a3c.distributed import Moments
 from a3c.normalize import RunningMeanStd
 from a3c.plot import read_csv
-from tests.conftest import BIN, Cli
 
 
 def free_port() -> int:
@@ -69,6 +69,7 @@ def run_folders(run_dir: Path) -> tuple[Path, list[Path]]:
     return leader[0], [f for f in folders if f.name.startswith(leader[0].name + "-node")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes", [2, 3])
 def test_nodes_meet_on_identical_weights_and_count_every_step(
     cli: Cli, tmp_path: Path, nodes: int
@@ -112,6 +113,7 @@ def test_nodes_meet_on_identical_weights_and_count_every_step(
                for folder in others)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_nodes_given_different_settings_are_refused(cli: Cli, tmp_path: Path) -> None:
     agents = start_nodes(
         cli, tmp_path, "--env", "CartPole-v1", node_flags=[["--lr", "1e-3"], ["--lr", "2e-3"]]
@@ -134,9 +136,9 @@ def test_statistics_merged_at_a_meeting_equal_statistics_of_all_the_data() -> No
         node.load_state_dict(anchor.state_dict())
         node.update(batch)
         nodes.append(node)
-    base = _Moments(anchor).read()
+    base = Moments(anchor).read()
     merged = RunningMeanStd((3,))
-    _Moments(merged).write(base + sum(_Moments(node).read() - base for node in nodes))
+    Moments(merged).write(base + sum(Moments(node).read() - base for node in nodes))
     everything = RunningMeanStd((3,))
     everything.load_state_dict(anchor.state_dict())
     for batch in batches:
@@ -172,6 +174,7 @@ def start_a_long_run(cli: Cli, run_dir: Path, own_groups: bool) -> list[subproce
     return agents
 
 
+@pytest.mark.slow
 def test_a_killed_node_makes_the_others_save_and_exit(cli: Cli, tmp_path: Path) -> None:
     agents = start_a_long_run(cli, tmp_path, own_groups=False)
     victim = node_main_process(cli, 1)
@@ -190,6 +193,7 @@ def test_a_killed_node_makes_the_others_save_and_exit(cli: Cli, tmp_path: Path) 
     assert played.returncode == 0, played.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("killed", [0, 1])
 def test_a_group_that_torchrun_restarts_resumes_and_finishes_its_budget(
     cli: Cli, tmp_path: Path, killed: int
@@ -242,6 +246,7 @@ def test_a_group_that_torchrun_restarts_resumes_and_finishes_its_budget(
     assert int(read_csv(leader / "eval.csv")[-1]["step"]) == final
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_one_node_stops_the_group_on_the_same_weights(cli: Cli, tmp_path: Path) -> None:
     agents = start_a_long_run(cli, tmp_path, own_groups=True)
     # What Ctrl-C sends, in the terminal of a machine that does not host the rendezvous.
@@ -266,10 +271,13 @@ def test_ctrl_c_on_one_node_stops_the_group_on_the_same_weights(cli: Cli, tmp_pa
     assert saved[0]["step"] == saved[1]["step"] == int(logs[0][-1]["step"])
 
 
+@pytest.mark.slow
 def test_cartpole_learns_on_two_nodes_of_one_worker(cli: Cli, tmp_path: Path) -> None:
     flags = ["--env", "CartPole-v1", "--total-steps", "200000", "--sync-interval", "2",
              "--target-score", "475", "--quiet"]  # fmt: skip
     finish(start_nodes(cli, tmp_path, *flags, node_flags=[[], []]))
-    leader, _ = run_folders(tmp_path)
+    leader, others = run_folders(tmp_path)
     evals = read_csv(leader / "eval.csv")
     assert max(float(row["mean"]) for row in evals) >= 475
+    # No child crashed or was restarted on either node: errors.log records both.
+    assert [f for f in (leader, *others) if (f / "errors.log").exists()] == []

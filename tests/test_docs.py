@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from a3c.cli import filled_options_tables, parsers
-from a3c.config import TrainConfig, config_from_args
+from a3c.config import TrainConfig
+from a3c.options import config_from_args, filled_options_tables, parsers
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

@@ -8,6 +8,7 @@ import pytest
 
 from a3c.envs import describe_env, make_env
 from a3c.errors import UsageError
+from a3c.profile import FRAMES, ONE_HOT, VECTOR
 
 
 def test_cartpole_observations_and_real_episode_scores() -> None:
@@ -109,25 +110,25 @@ def test_discrete_observations_become_one_hot_vectors(env_id: str, states: int) 
     obs, *_ = env.step(1)
     assert obs.sum() == 1.0 and obs[raw.s] == 1.0
     info = describe_env(env_id)
-    assert info.observation_shape == (states,) and info.one_hot
-    assert not info.vector_observations  # so the defaults of one-hot states apply
+    assert info.observation_shape == (states,) and info.observation == ONE_HOT
     env.close()
 
 
 def test_vector_observations_are_flat_features_only() -> None:
-    assert describe_env("CartPole-v1").vector_observations
-    assert describe_env("Pendulum-v1").vector_observations
-    assert not describe_env("PongNoFrameskip-v4").vector_observations
+    assert describe_env("CartPole-v1").observation == VECTOR
+    assert describe_env("Pendulum-v1").observation == VECTOR
+    assert describe_env("PongNoFrameskip-v4").observation == FRAMES
 
 
 def test_blackjack_tuple_observations_become_one_hot_parts() -> None:
     env = make_env("Blackjack-v1")
     obs, _ = env.reset(seed=5)
-    player_sum, dealer_card, usable_ace = env.unwrapped._get_obs()
+    # The same deal without a3c's wrappers: the tuple that was one-hot encoded.
+    player_sum, dealer_card, usable_ace = gym.make("Blackjack-v1").reset(seed=5)[0]
     assert obs.shape == (32 + 11 + 2,) and obs.dtype == np.float32
     assert sorted(np.flatnonzero(obs)) == [player_sum, 32 + dealer_card, 43 + usable_ace]
     info = describe_env("Blackjack-v1")
-    assert info.one_hot and not info.vector_observations  # the defaults of discrete states
+    assert info.observation == ONE_HOT  # the defaults of discrete states
     env.close()
 
 
@@ -136,7 +137,7 @@ def test_dict_observations_with_a_vector_part_are_flat_features() -> None:
     obs, _ = env.reset(seed=0)
     assert obs.shape == (3 + 4 + 2,) and obs.dtype == np.float32
     assert obs[:7].sum() == 2.0  # "cell": a one-hot part per digit, then "pos" as it is
-    assert describe_env("a3c-test/DictObservations-v0").vector_observations
+    assert describe_env("a3c-test/DictObservations-v0").observation == VECTOR
     env.close()
 
 
@@ -150,7 +151,7 @@ def test_car_racing_images_become_square_grayscale_frames(frame_size: int) -> No
     assert obs.std() > 10  # a picture: track, grass and the car, not a blank frame
     info = describe_env("CarRacing-v3", frame_size=frame_size)
     assert info.observation_shape == (frame_size, frame_size) and info.continuous
-    assert not info.vector_observations
+    assert info.observation == FRAMES
     env.close()
 
 

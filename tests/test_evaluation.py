@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from a3c.config import TrainConfig
-from a3c.envs import EnvInfo, make_env
+from a3c.envs import describe_env, make_env
 from a3c.evaluator import MAX_PARALLEL_EPISODES, evaluation_envs, play_episodes
 from a3c.model import build_model
 
@@ -31,9 +31,12 @@ def test_episodes_side_by_side_are_the_games_played_one_at_a_time(greedy: bool) 
     config = TrainConfig(env="CartPole-v1", hidden_size=32)
     envs = [StepCounter(make_env(config.env)) for _ in range(6)]
     torch.manual_seed(3)
-    model = build_model(config, EnvInfo.of(envs[0]))
-    side_by_side = play_episodes(model, envs, 6, seed=40, greedy=greedy, max_steps=500)
-    one_at_a_time = play_episodes(model, envs[:1], 6, seed=40, greedy=greedy, max_steps=500)
+    profile = describe_env(config.env)
+    model = build_model(config, profile)
+    side_by_side = play_episodes(model, envs, profile, 6, seed=40, greedy=greedy, max_steps=500)
+    one_at_a_time = play_episodes(
+        model, envs[:1], profile, 6, seed=40, greedy=greedy, max_steps=500
+    )
     assert side_by_side == one_at_a_time
     assert side_by_side.lengths == [len(actions) for actions in side_by_side.actions]
     # The episodes end at different steps, and an ended one is not stepped again.
@@ -48,9 +51,10 @@ def test_pong_frames_play_side_by_side_as_one_at_a_time() -> None:
     config = TrainConfig(env="PongNoFrameskip-v4", hidden_size=64)
     envs = evaluation_envs(config.env, config.frame_size, 3, "test")
     torch.manual_seed(0)
-    model = build_model(config, EnvInfo.of(envs[0]))
-    side_by_side = play_episodes(model, envs, 3, seed=7, greedy=False, max_steps=150)
-    one_at_a_time = play_episodes(model, envs[:1], 3, seed=7, greedy=False, max_steps=150)
+    profile = describe_env(config.env)
+    model = build_model(config, profile)
+    side_by_side = play_episodes(model, envs, profile, 3, seed=7, greedy=False, max_steps=150)
+    one_at_a_time = play_episodes(model, envs[:1], profile, 3, seed=7, greedy=False, max_steps=150)
     assert side_by_side == one_at_a_time
     assert side_by_side.lengths == [150, 150, 150]
     assert len({tuple(actions) for actions in side_by_side.actions}) == 3

@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import ActionRecorder, assert_loss_is_the_replayed_loss, make_shared
 
 from a3c.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
-from a3c.envs import EnvInfo, make_env
+from a3c.envs import describe_env, make_env
 from a3c.errors import UsageError
 from a3c.evaluator import play_episodes
 from a3c.model import build_model
 from a3c.noisy import NoisyLinear
 from a3c.worker import Worker
-from tests.test_worker import ActionRecorder, assert_loss_is_the_replayed_loss, make_shared
 
 
 def test_independent_noise_initialisation_and_samples() -> None:
@@ -75,7 +75,7 @@ def test_forward_is_mu_plus_sigma_times_epsilon_and_mu_without_noise() -> None:
 
 def test_noise_is_not_state_only_mu_and_sigma_are() -> None:
     config = TrainConfig(noisy=True, noisy_dense=True)
-    model = build_model(config, EnvInfo.of(make_env("CartPole-v1")))
+    model = build_model(config, describe_env("CartPole-v1"))
     keys = set(model.state_dict())
     assert {"policy.weight_mu", "policy.weight_sigma", "value.bias_sigma"} <= keys
     assert {"encoder.layer.weight_sigma", "dense.0.weight_sigma"} <= keys
@@ -83,7 +83,7 @@ def test_noise_is_not_state_only_mu_and_sigma_are() -> None:
     names = {name for name, _ in model.named_parameters()}
     assert not any("epsilon" in name for name in names)
     assert set(model.noise_sigmas()) == {"encoder", "core", "policy", "value"}
-    plain = build_model(TrainConfig(noisy=True), EnvInfo.of(make_env("CartPole-v1")))
+    plain = build_model(TrainConfig(noisy=True), describe_env("CartPole-v1"))
     assert set(plain.noise_sigmas()) == {"policy", "value"}
 
 
@@ -157,16 +157,21 @@ def test_sigma_is_trained_in_the_shared_model_and_each_worker_keeps_its_noise() 
 def test_greedy_evaluation_without_noise_is_deterministic_and_with_noise_seeded() -> None:
     config = noisy_config(sigma_init=2.0)
     env = make_env(config.env)
-    model = build_model(config, EnvInfo.of(env))
+    profile = describe_env(config.env)
+    model = build_model(config, profile)
     model.sample_noise()  # as a worker's model would be: evaluation must drop it
     runs = [
-        play_episodes(model, [env], 3, seed=11, greedy=True, max_steps=500).scores for _ in range(2)
+        play_episodes(model, [env], profile, 3, seed=11, greedy=True, max_steps=500).scores
+        for _ in range(2)
     ]
     assert runs[0] == runs[1]
     model.remove_noise()
-    assert play_episodes(model, [env], 3, seed=11, greedy=True, max_steps=500).scores == runs[0]
+    assert (
+        play_episodes(model, [env], profile, 3, seed=11, greedy=True, max_steps=500).scores
+        == runs[0]
+    )
     noisy = [
-        play_episodes(model, [env], 5, seed=11, greedy=True, max_steps=500, noise=True)
+        play_episodes(model, [env], profile, 5, seed=11, greedy=True, max_steps=500, noise=True)
         for _ in range(2)
     ]
     assert noisy[0].scores == noisy[1].scores
@@ -196,9 +201,7 @@ def test_checkpoint_round_trip_keeps_sigma(tmp_path) -> None:
         path,
     )
     loaded = load_checkpoint(path)
-    restored = build_model(
-        TrainConfig.from_dict(loaded["config"]), EnvInfo.of(make_env(config.env))
-    )
+    restored = build_model(TrainConfig.from_dict(loaded["config"]), describe_env(config.env))
     restored.load_state_dict(loaded["model"])
     for name, tensor in shared.model.state_dict().items():
         assert torch.equal(restored.state_dict()[name], tensor), name
@@ -217,4 +220,4 @@ def test_noise_settings_need_noisy_and_entropy_defaults_follow_it() -> None:
         env="PongNoFrameskip-v4", lstm=True, noisy=True, noisy_dense=True
     )
     with pytest.raises(UsageError, match="no dense layer"):
-        build_model(frames_into_lstm, EnvInfo.of(make_env("PongNoFrameskip-v4")))
+        build_model(frames_into_lstm, describe_env("PongNoFrameskip-v4"))

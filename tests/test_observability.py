@@ -21,7 +21,7 @@ TAGS = [
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory) -> list[Path]:
-    from conftest import Cli
+    from helpers import Cli
 
     runs = []
     for seed in ("1", "2"):

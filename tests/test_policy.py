@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import ActionRecorder, assert_loss_is_the_replayed_loss, make_shared
 from torch.distributions import Categorical
 
 from a3c.config import (
-    CONTINUOUS_ENT_COEF,
     DEFAULT_ENT_COEF,
     DEFAULT_LR,
-    VECTOR_ENT_COEF,
-    VECTOR_LR,
     TrainConfig,
 )
-from a3c.envs import EnvInfo, describe_env, make_env
+from a3c.envs import describe_env, make_env
 from a3c.evaluator import play_episodes
 from a3c.model import build_model
 from a3c.policy import (
@@ -30,8 +27,8 @@ from a3c.policy import (
     GaussianHead,
     beyond_bounds,
 )
+from a3c.profile import CONTINUOUS_ENT_COEF, VECTOR_ENT_COEF, VECTOR_LR
 from a3c.worker import Worker
-from tests.test_worker import ActionRecorder, assert_loss_is_the_replayed_loss, make_shared
 
 
 def test_gaussian_log_prob_and_entropy_by_hand() -> None:
@@ -189,28 +186,36 @@ def _has_mujoco() -> bool:
 def test_greedy_continuous_evaluation_plays_the_mean_and_repeats() -> None:
     config = TrainConfig(env="Pendulum-v1")
     env = make_env(config.env)
-    model = build_model(config, EnvInfo.of(env))
-    first = play_episodes(model, [env], 2, seed=5, greedy=True, max_steps=200)
-    again = play_episodes(model, [env], 2, seed=5, greedy=True, max_steps=200)
-    sampled = play_episodes(model, [env], 2, seed=5, greedy=False, max_steps=200)
+    profile = describe_env(config.env)
+    model = build_model(config, profile)
+    first = play_episodes(model, [env], profile, 2, seed=5, greedy=True, max_steps=200)
+    again = play_episodes(model, [env], profile, 2, seed=5, greedy=True, max_steps=200)
+    sampled = play_episodes(model, [env], profile, 2, seed=5, greedy=False, max_steps=200)
     env.close()
     assert first.scores == again.scores
     assert sampled.scores != first.scores
 
 
 def test_entropy_bonus_and_learning_rate_follow_the_spaces_unless_set() -> None:
-    continuous = TrainConfig().for_env(continuous=True, vector_observations=True)
+    pendulum, cartpole, taxi, pong = (
+        describe_env(env_id)
+        for env_id in ("Pendulum-v1", "CartPole-v1", "Taxi-v4", "PongNoFrameskip-v4")
+    )
+    continuous = pendulum.fill_defaults(TrainConfig())
     assert (continuous.entropy_bonus, continuous.lr) == (CONTINUOUS_ENT_COEF, DEFAULT_LR)
-    vector = TrainConfig().for_env(continuous=False, vector_observations=True)
+    vector = cartpole.fill_defaults(TrainConfig())
     assert (vector.entropy_bonus, vector.lr) == (VECTOR_ENT_COEF, VECTOR_LR)
-    one_hot_or_frames = TrainConfig().for_env(continuous=False, vector_observations=False)
-    assert (one_hot_or_frames.entropy_bonus, one_hot_or_frames.lr) == (DEFAULT_ENT_COEF, DEFAULT_LR)
+    for one_hot_or_frames in (taxi.fill_defaults(TrainConfig()), pong.fill_defaults(TrainConfig())):
+        assert (one_hot_or_frames.entropy_bonus, one_hot_or_frames.lr) == (
+            DEFAULT_ENT_COEF,
+            DEFAULT_LR,
+        )
     chosen = TrainConfig(ent_coef=0.2, lr=1e-3)
-    for spaces in itertools.product((False, True), repeat=2):
-        filled = chosen.for_env(*spaces)
+    for profile in (pendulum, cartpole, taxi, pong):
+        filled = profile.fill_defaults(chosen)
         assert (filled.entropy_bonus, filled.lr) == (0.2, 1e-3)
-    assert TrainConfig(noisy=True).for_env(True, True).entropy_bonus == 0.0
-    assert TrainConfig(noisy=True).for_env(False, False).entropy_bonus == 0.0
+    assert pendulum.fill_defaults(TrainConfig(noisy=True)).entropy_bonus == 0.0
+    assert taxi.fill_defaults(TrainConfig(noisy=True)).entropy_bonus == 0.0
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ from helpers import only_run, process_group, read_csv
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
-from a3c.trainer import Terminated, Trainer
+from a3c.supervisor import Terminated
+from a3c.trainer import Trainer
 
 LONG_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "10000000"]
 SHORT_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "6000",
@@ -45,7 +46,10 @@ def finish(process: subprocess.Popen[str], seconds: float = 60) -> tuple[int, st
     return process.returncode, out, err
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("sig", "code"),
+    [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)],
+)
 def test_interrupt_saves_and_exits_cleanly(cli, tmp_path: Path, sig, code) -> None:
     process = cli.start("a3c-train", *LONG_RUN, "--run-dir", str(tmp_path))
     wait_until_training(cli, tmp_path, steps=2000)
@@ -62,6 +66,7 @@ def test_interrupt_saves_and_exits_cleanly(cli, tmp_path: Path, sig, code) -> No
     assert "done:" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ending", ["budget", "SIGINT", "SIGTERM"])
 def test_no_process_of_the_run_outlives_a3c_train(cli, tmp_path: Path, ending: str) -> None:
     """The moment a3c-train returns, its process group is empty: the fork server and the
@@ -79,6 +84,7 @@ def test_no_process_of_the_run_outlives_a3c_train(cli, tmp_path: Path, ending: s
     assert "leaked" not in err, err
 
 
+@pytest.mark.slow
 def test_a_second_interrupt_quits_at_once(cli, tmp_path: Path) -> None:
     process = cli.start("a3c-train", *LONG_RUN, "--run-dir", str(tmp_path))
     wait_until_training(cli, tmp_path)
@@ -106,6 +112,7 @@ def test_a_crashed_worker_is_reported_and_restarted(cli, tmp_path: Path) -> None
     assert cli.wait_for_no_leftovers() == []
 
 
+@pytest.mark.slow
 def test_a_crashed_evaluator_is_restarted(cli, tmp_path: Path) -> None:
     cli.env["A3C_FAULT"] = f"raise:a3c-evaluator:10:{tmp_path / 'fired'}"
     result = cli.run("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path / "runs"))
@@ -116,6 +123,7 @@ def test_a_crashed_evaluator_is_restarted(cli, tmp_path: Path) -> None:
     assert cli.wait_for_no_leftovers() == []
 
 
+@pytest.mark.slow
 def test_repeated_crashes_stop_training_with_exit_code_1(cli, tmp_path: Path) -> None:
     cli.env["A3C_FAULT"] = "raise:a3c-worker-0:50"
     result = cli.run("a3c-train", *LONG_RUN, "--max-restarts", "2", "--run-dir", str(tmp_path))
@@ -125,6 +133,7 @@ def test_repeated_crashes_stop_training_with_exit_code_1(cli, tmp_path: Path) ->
     assert cli.wait_for_no_leftovers() == []
 
 
+@pytest.mark.slow
 def test_a_worker_killed_by_a_signal_is_restarted(cli, tmp_path: Path) -> None:
     process = cli.start("a3c-train", *SHORT_RUN[:-4], "--total-steps", "30000",
                         "--run-dir", str(tmp_path))  # fmt: skip
@@ -146,6 +155,7 @@ def test_children_exit_when_the_main_process_is_killed(cli, tmp_path: Path) -> N
     assert cli.wait_for_no_leftovers(seconds=10) == []
 
 
+@pytest.mark.slow
 def test_a_nan_update_is_skipped_and_logged(cli, tmp_path: Path) -> None:
     cli.env["A3C_FAULT"] = f"nan:a3c-worker-0:200:{tmp_path / 'fired'}"
     result = cli.run("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path / "runs"))
@@ -157,6 +167,7 @@ def test_a_nan_update_is_skipped_and_logged(cli, tmp_path: Path) -> None:
     assert all(torch.isfinite(w).all() for w in weights.values())
 
 
+@pytest.mark.slow
 def test_nan_updates_in_a_row_stop_training_and_keep_good_weights(cli, tmp_path: Path) -> None:
     cli.env["A3C_FAULT"] = "nan:a3c-worker-1:200"
     result = cli.run("a3c-train", *LONG_RUN, "--max-nonfinite-updates", "3",
@@ -205,14 +216,14 @@ def test_a_signal_in_a_parallel_run_waits_for_the_pipe_read(tmp_path: Path) -> N
     the pipe, and the shutdown's drain crashed on the rest instead of saving latest.pt."""
     config = TrainConfig(env="CartPole-v1", workers=1, run_dir=str(tmp_path))
     trainer = Trainer(config, quiet=True)
-    previous = signal.signal(signal.SIGTERM, trainer._note_signal)
+    supervisor = trainer.supervisor
     try:
-        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
-        started = time.monotonic()
-        trainer._drain(timeout=1.0)
-        assert time.monotonic() - started >= 0.9  # the read ran to its end
-        with pytest.raises(Terminated):
-            trainer._raise_if_signalled()
+        with supervisor.signals.handled(serial=False):
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            started = time.monotonic()
+            supervisor.drain(timeout=1.0)
+            assert time.monotonic() - started >= 0.9  # the read ran to its end
+            with pytest.raises(Terminated):
+                supervisor.signals.raise_if_signalled()
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        trainer.run_dir.close()
+        trainer.reporter.close()

@@ -9,13 +9,16 @@ import pytest
 from helpers import only_run, read_csv
 
 from a3c.checkpoint import load_checkpoint
-from a3c.config import CONTINUOUS_ENT_COEF, DEFAULT_LR, TrainConfig, load_toml
+from a3c.config import DEFAULT_LR, TrainConfig
+from a3c.presets import load_toml
+from a3c.profile import CONTINUOUS_ENT_COEF
 from a3c.trainer import train
 
 # A policy that always pushes one way scores about 9; a uniformly random one about 22.
 CLEARLY_ABOVE_RANDOM = 100.0
 
 
+@pytest.mark.slow
 def test_two_workers_learn_cartpole_and_leave_a_complete_run(cli, tmp_path: Path) -> None:
     result = cli.run(
         "a3c-train",
@@ -65,6 +68,7 @@ def test_two_workers_learn_cartpole_and_leave_a_complete_run(cli, tmp_path: Path
 FROZEN_LAKE_LEARNED = 0.5
 
 
+@pytest.mark.slow
 def test_built_in_defaults_learn_frozen_lake_from_one_hot_states(cli, tmp_path: Path) -> None:
     """An environment no preset was tuned for, with Discrete observations, no flag but the
     budget; its best agent replays through a3c-eval."""
@@ -173,6 +177,7 @@ def test_sixteen_workers_on_two_cores_run_to_the_budget(cli, tmp_path: Path) -> 
 NOISY_CARTPOLE_LEARNED = 400.0
 
 
+@pytest.mark.slow
 def test_noisy_cartpole_learns_without_an_entropy_bonus(cli, tmp_path: Path) -> None:
     """`--noisy` picks the NoisyNet preset, logs each noisy layer's sigma, and its best agent
     replays through a3c-eval with the mean weights (and plays with sampled noise on demand)."""
@@ -211,6 +216,7 @@ def test_noisy_cartpole_learns_without_an_entropy_bonus(cli, tmp_path: Path) -> 
     assert json.loads(sampled.stdout)["noise"] is True
 
 
+@pytest.mark.slow
 def test_continuous_agent_trains_saves_and_replays(cli, tmp_path: Path) -> None:
     """Pendulum: a Box action space end to end; a3c-eval plays the Gaussian's mean, so the
     logged best score replays exactly, twice. Without a preset the run records the entropy

@@ -6,20 +6,20 @@ import multiprocessing as mp
 import os
 import time
 
-import gymnasium as gym
 import numpy as np
 import torch
+from helpers import ActionRecorder, make_shared
 from torch.distributions import Categorical
 
 from a3c.config import TrainConfig
 from a3c.envs import describe_env
+from a3c.loss import a3c_loss, apply_gradients
 from a3c.metrics import EpisodeRecord, LossStats
-from a3c.model import Scores, build_model
+from a3c.model import Scores
 from a3c.normalize import REWARD_CLIP
-from a3c.optim import SharedAdam, make_shared_optimizer
-from a3c.policy import beyond_bounds
-from a3c.sharing import LocalInbox
-from a3c.worker import SharedObjects, Worker, a3c_loss, apply_gradients
+from a3c.optim import SharedAdam
+from a3c.sharing import LocalInbox, SharedObjects
+from a3c.worker import Worker
 
 
 def test_shared_optimizer_sees_exactly_each_updates_gradient() -> None:
@@ -55,23 +55,6 @@ def test_gradient_is_clipped_to_max_norm() -> None:
     assert norm > 1.0
     clipped = torch.cat([p.grad.flatten() for p in shared.parameters()]).norm()
     assert abs(clipped.item() - 1.0) < 1e-5
-
-
-def make_shared(config: TrainConfig) -> SharedObjects:
-    model = build_model(config, describe_env(config.env))
-    model.share_memory()
-    return SharedObjects.create(
-        model=model,
-        optimizer=make_shared_optimizer(
-            config.optimizer,
-            model.parameters(),
-            config.learning_rate,
-            config.optimizer_eps,
-            config.rmsprop_alpha,
-        ),
-        messages=LocalInbox(),
-        workers=0,
-    )
 
 
 def test_counter_grows_once_per_rollout_by_t_max_times_envs() -> None:
@@ -111,67 +94,6 @@ def test_rollout_marks_episode_boundaries() -> None:
     assert (starts[1:] == rollout.episode_end[:-1]).all() and not starts[0].any()
     for t, k in np.argwhere(starts):
         assert not rollout.states[0][t, k].any() and not rollout.states[1][t, k].any()
-
-
-class ActionRecorder(gym.Wrapper):
-    """Remembers each (observation acted on, action as the env got it, episode ended)."""
-
-    def __init__(self, env: gym.Env, first_obs: np.ndarray) -> None:
-        super().__init__(env)
-        self.current = first_obs.copy()
-        self.steps: list[tuple[np.ndarray, np.ndarray, bool]] = []
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.steps.append((self.current, np.array(action), bool(terminated or truncated)))
-        self.current = obs.copy()
-        return obs, reward, terminated, truncated, info
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self.current = obs.copy()
-        return obs, info
-
-
-def assert_loss_is_the_replayed_loss(
-    worker: Worker, rollout
-) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """The worker's loss of its first rollout, and every gradient, equal a step-by-step
-    replay of the ActionRecorder envs (state zeroed at episode ends); returns the
-    gradients and the replayed loss."""
-    model = worker.model
-    model.zero_grad()
-    worker.loss(rollout).total.backward()
-    ours = {name: p.grad.clone() for name, p in model.named_parameters()}
-    state = model.initial_state(len(worker.envs.envs))
-    log_probs, entropies, values, beyond = [], [], [], []
-    ended = torch.zeros(len(worker.envs.envs), dtype=torch.bool)
-    for t in range(len(rollout.actions)):
-        if state is not None:
-            keep = (~ended).float().unsqueeze(1)
-            state = (state[0] * keep, state[1] * keep)
-        obs = torch.from_numpy(np.stack([r.steps[t][0] for r in worker.envs.envs]))
-        ended = torch.tensor([r.steps[t][2] for r in worker.envs.envs])
-        params, value, state = model(obs, state)
-        distribution = model.actions.distribution(params)
-        taken = torch.from_numpy(rollout.actions[t])
-        log_probs.append(distribution.log_prob(taken))
-        entropies.append(distribution.entropy())
-        values.append(value)
-        beyond.append(beyond_bounds(distribution.mean) if taken.is_floating_point() else 0.0)
-    replayed = Scores(
-        torch.stack(log_probs),
-        torch.stack(entropies),
-        torch.stack(values),
-        torch.stack([torch.as_tensor(b) for b in beyond]),
-    )
-    model.zero_grad()
-    reference = a3c_loss(replayed, rollout, worker.config).total
-    reference.backward()
-    torch.testing.assert_close(worker.loss(rollout).total, reference, atol=1e-5, rtol=0)
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(ours[name], p.grad, atol=1e-5, rtol=0, msg=name)
-    return ours, reference
 
 
 def test_recorded_rollout_gives_the_step_by_step_loss_and_gradients() -> None:
@@ -257,7 +179,8 @@ def test_a_pause_of_the_updates_passes_over_the_lock_of_a_dead_worker() -> None:
     context = mp.get_context("forkserver")
     model = torch.nn.Linear(2, 2)
     shared = SharedObjects.create(
-        model, torch.optim.SGD(model.parameters(), lr=0.1), LocalInbox(), workers=2,
+        model, torch.optim.SGD(model.parameters(), lr=0.1), describe_env("CartPole-v1"),
+        LocalInbox(), workers=2,
         context=context, update_locks=True,
     )  # fmt: skip
     dying = context.Process(target=_take_and_die, args=(shared.update_locks[0],))
