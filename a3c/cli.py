@@ -22,33 +22,26 @@ def _guarded(prog: str, body: Callable[[], int]) -> int:
 
 
 def train_main(argv: Sequence[str] | None = None) -> int:
-    from a3c.options import build_parser, config_from_args, resumed_config
+    from a3c.options import build_parser, settings_of
 
     args = build_parser("a3c-train").parse_args(argv)
-    quiet, resume_path = getattr(args, "quiet", False), getattr(args, "resume", None)
+    quiet = getattr(args, "quiet", False)
 
     def body() -> int:
-        resume, resume_from = None, None
-        if resume_path is not None:
-            from a3c.checkpoint import load_checkpoint, resolve_checkpoint_path
+        from a3c.api import train
+        from a3c.trainer import TrainingFailed, format_summary
 
-            resume_from = resolve_checkpoint_path(resume_path, prefer="latest")
-            resume = load_checkpoint(resume_from)
-            config, preset = resumed_config(resume["config"], args), None
-        else:
-            config, preset = config_from_args(args)
-        from a3c.supervisor import stop_helper_processes
-        from a3c.trainer import TrainingFailed, format_summary, train
-
-        if preset is not None and not quiet:
-            print(f"a3c: settings from {preset}", flush=True)
         try:
-            result = train(config, quiet=quiet, resume=resume, resume_from=resume_from)
+            result = train(
+                resume=getattr(args, "resume", None),
+                config_file=getattr(args, "config", None),
+                preset=not getattr(args, "no_preset", False),
+                quiet=quiet,
+                **settings_of(args),
+            )
         except TrainingFailed as error:
             print(f"a3c-train: training failed: {error}", file=sys.stderr)
             return EXIT_FAILED
-        finally:
-            stop_helper_processes()
         if not quiet:
             print(format_summary(result), flush=True)
         return result.exit_code

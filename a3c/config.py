@@ -6,6 +6,7 @@ and the config stored in checkpoints are all generated from the dataclass below.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import math
@@ -17,7 +18,7 @@ from typing import Any
 from a3c.errors import UsageError
 from a3c.host import available_cores
 
-# The topics of `a3c-train --help` and of the README's options table, in their order.
+# The topics of `a3c-train --help` and of docs/options.md's table, in their order.
 ENVIRONMENT = "environment"
 ROLLOUT = "rollout, returns and loss"
 OPTIMISER = "optimiser"
@@ -77,7 +78,41 @@ class TrainConfig:
 
     # ------------------------------------------------------------------ environment
     env: str = _option(
-        "CartPole-v1", group=ENVIRONMENT, help="gymnasium environment id", model=True
+        "CartPole-v1",
+        group=ENVIRONMENT,
+        help="gymnasium environment id; module:Id imports the module that registers it first",
+        model=True,
+    )
+    env_kwargs: dict[str, Any] = _option(  # noqa: RUF009 (a field with a default_factory)
+        default_factory=dict,
+        group=ENVIRONMENT,
+        default_text="none",
+        help="keyword arguments of the environment, as KEY=VALUE with TOML values "
+        "(is_slippery=false)",
+        model=True,
+    )
+    wrappers: list[str] = _option(  # noqa: RUF009 (a field with a default_factory)
+        default_factory=list,
+        group=ENVIRONMENT,
+        default_text="none",
+        help="a gymnasium wrapper put on the environment before a3c's own processing, as "
+        "module:callable or module:callable(key = value, ...); repeat it for more, in order",
+        model=True,
+    )
+    max_episode_steps: int | None = _option(
+        None,
+        group=ENVIRONMENT,
+        help="end training and evaluation episodes after this many agent steps "
+        "(a truncation: the return bootstraps from the value)",
+        minimum=1,
+    )
+    observation: str = _option(
+        "auto",
+        group=ENVIRONMENT,
+        help="uint8 observations of the shape (H, W) or (H, W, 1 or 3): frames for the conv "
+        "encoder, or flat values for the dense one; auto: frames from 32 pixels a side up",
+        choices=("auto", "frames", "flat"),
+        model=True,
     )
     seed: int = _option(
         1, group=ENVIRONMENT, help="seed of worker 0; worker k uses seed + k", minimum=0
@@ -337,6 +372,8 @@ class TrainConfig:
                 raise UsageError(f"{name} must be <= {meta['maximum']:g} (got {value})")
         if not self.env:
             raise UsageError("--env must name a gymnasium environment")
+        if "render_mode" in self.env_kwargs:
+            raise UsageError("--env-kwargs render_mode: a3c sets it (a3c-eval --video renders)")
         if self.node_timeout <= self.sync_interval:
             # A node that stops early calls its meeting at once and waits for the others'.
             raise UsageError(
@@ -378,7 +415,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values only, so the dict survives TOML and `torch.load(weights_only=True)`."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str = "config") -> TrainConfig:
@@ -406,6 +443,15 @@ def model_settings() -> tuple[str, ...]:
 
 def _coerce(value: Any, annotation: Any, where: str) -> Any:
     """Accept a TOML/JSON value for a field of type `annotation`, or raise `UsageError`."""
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+            return dict(value)
+        raise UsageError(f"{where} must be a table of KEY = VALUE (got {value!r})")
+    if origin is list:
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return list(value)
+        raise UsageError(f"{where} must be a list of strings (got {value!r})")
     allowed = typing.get_args(annotation) or (annotation,)
     if value is None and type(None) in allowed:
         return None

@@ -18,9 +18,12 @@ without a Python loop; every other id, and the evaluator, uses gymnasium's wrapp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+import re
+import tomllib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, SupportsFloat
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -28,16 +31,112 @@ import numpy as np
 from a3c.errors import UsageError
 from a3c.faults import maybe_inject_into_batch
 from a3c.host import available_cores
-from a3c.profile import ATARI, FRAMES, EnvProfile, family_of, observation_kind
+from a3c.profile import (
+    ATARI,
+    FRAMES,
+    ONE_HOT,
+    VECTOR,
+    EnvProfile,
+    family_of,
+    observation_kind,
+    registered_id,
+)
+
+if TYPE_CHECKING:
+    from a3c.config import TrainConfig
 
 ATARI_FRAME_SKIP = 4
 ATARI_NOOP_MAX = 30
 
 
-def _make(env_id: str, render_mode: str | None) -> gym.Env:
-    """`gym.make`, with a missing package named in one line instead of a traceback."""
+@dataclass(frozen=True)
+class EnvRecipe:
+    """How to make a run's environment, recorded in its config: every process that makes
+    one (workers, evaluator, `a3c-eval`, its video, an exported agent's check) makes it
+    from this through `make_env`."""
+
+    env_id: str  # a registered id, or module:Id
+    kwargs: dict[str, Any] = field(default_factory=dict)  # for gym.make
+    wrappers: tuple[str, ...] = ()  # module:callable or module:callable(key = value, ...)
+    max_episode_steps: int | None = None  # agent steps, after a3c's frame skipping
+    frame_size: int = 42
+    observation: str = "auto"  # --observation: how uint8 arrays are read
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> EnvRecipe:
+        return cls(
+            config.env,
+            dict(config.env_kwargs),
+            tuple(config.wrappers),
+            config.max_episode_steps,
+            config.frame_size,
+            config.observation,
+        )
+
+    @property
+    def plain(self) -> bool:
+        """Nothing but the registered id: no kwargs, wrappers or episode cap."""
+        return not (self.kwargs or self.wrappers or self.max_episode_steps)
+
+
+_WRAPPER = re.compile(r"\s*(?P<module>[\w.]+):(?P<name>[\w.]+)\s*(?:\((?P<args>.*)\))?\s*", re.S)
+
+
+def parse_wrapper(spec: str) -> tuple[str, str, dict[str, Any]]:
+    """``module:callable`` or ``module:callable(key = value, ...)``, values in TOML."""
+    match = _WRAPPER.fullmatch(spec)
+    args = (match["args"] or "").strip() if match else ""
     try:
-        return gym.make(env_id, render_mode=render_mode)
+        kwargs = tomllib.loads(f"kwargs = {{ {args} }}")["kwargs"] if args else {}
+    except tomllib.TOMLDecodeError:
+        match = None
+    if match is None:
+        raise UsageError(
+            f"--wrapper {spec!r}: expected module:callable or module:callable(key = value, ...)"
+        )
+    return match["module"], match["name"], kwargs
+
+
+def _wrapper(spec: str) -> tuple[Callable[..., Any], dict[str, Any]]:
+    module_name, name, kwargs = parse_wrapper(spec)
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in name.split("."):
+            target = getattr(target, part)
+    except Exception as error:  # a missing module or name, or whatever importing it raised
+        raise UsageError(f"--wrapper {spec}: {type(error).__name__}: {error}") from None
+    if not callable(target):
+        raise UsageError(f"--wrapper {spec}: {module_name}:{name} is not callable")
+    return target, kwargs
+
+
+def _apply_wrappers(env: gym.Env, specs: Sequence[str]) -> gym.Env:
+    for spec in specs:
+        wrapper, kwargs = _wrapper(spec)
+        try:
+            wrapped = wrapper(env, **kwargs)
+        except Exception as error:
+            raise UsageError(f"--wrapper {spec}: {type(error).__name__}: {error}") from None
+        if not isinstance(wrapped, gym.Env):
+            raise UsageError(f"--wrapper {spec} returned {type(wrapped).__name__}, not an env")
+        env = wrapped
+    return env
+
+
+def as_recipe(recipe: EnvRecipe | str) -> EnvRecipe:
+    """A bare id stands for the recipe of that id alone."""
+    return EnvRecipe(recipe) if isinstance(recipe, str) else recipe
+
+
+def _make(recipe: EnvRecipe, render_mode: str | None) -> gym.Env:
+    """`gym.make`, with a missing package or a refused keyword named in one line."""
+    env_id = registered_id(recipe.env_id)
+    try:
+        return gym.make(env_id, render_mode=render_mode, **recipe.kwargs)
+    except TypeError as error:
+        if not recipe.kwargs:
+            raise
+        raise UsageError(f"{env_id} refused --env-kwargs: {error}") from None
     except (gym.error.DependencyNotInstalled, ImportError) as error:
         extra = family_of(env_id).extra
         if extra is not None:
@@ -86,6 +185,16 @@ class FlatObservation(gym.ObservationWrapper):
         return np.asarray(flat, dtype=np.float32)
 
 
+def flattener(env: gym.Env) -> Callable[[Any], np.ndarray] | None:
+    """How `make_env`'s env one-hot encodes and flattens its observations; None where it
+    does not."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, FlatObservation):
+            return env.observation
+        env = env.env
+    return None
+
+
 # Action 1 of the games FireAtLifeStart serves.
 FIRE = 1
 
@@ -132,64 +241,67 @@ class FireAtLifeStart(gym.Wrapper):
 
 
 def make_env(
-    env_id: str,
-    frame_size: int = 42,
+    recipe: EnvRecipe | str,
     render_mode: str | None = None,
     noop_max: int = ATARI_NOOP_MAX,
     fire_at_life_start: bool = False,
 ) -> gym.Env:
-    """The environment with the wrappers a3c uses.
+    """The environment a recipe (or a bare id) names, with the wrappers a3c uses.
 
-    `RecordEpisodeStatistics` is outermost, so the episode scores it reports are the
-    game's real, unclipped scores of whole games. Atari frames, and other environments'
-    images (CarRacing), become `frame_size` squared grayscale uint8 images; discrete, Tuple
-    and Dict observations become one float vector (`FlatObservation`). Atari episodes
-    start with 1 to `noop_max` no-op agent steps (none with 0). With `fire_at_life_start`
-    (evaluation), games that wait for FIRE get it (`FireAtLifeStart`).
+    The recipe's own wrappers come first, right after `gym.make`. `RecordEpisodeStatistics`
+    is outermost, so the episode scores it reports are the game's real, unclipped scores of
+    whole games. Atari frames, and other environments' images (CarRacing), become
+    `frame_size` squared grayscale uint8 images; discrete, Tuple and Dict observations
+    become one float vector (`FlatObservation`). Atari episodes start with 1 to `noop_max`
+    no-op agent steps (none with 0). With `fire_at_life_start` (evaluation), games that
+    wait for FIRE get it (`FireAtLifeStart`). The recipe's episode cap counts agent steps.
     """
-    return _make_wrapped(env_id, frame_size, render_mode, noop_max, fire_at_life_start)[0]
+    return _make_wrapped(as_recipe(recipe), render_mode, noop_max, fire_at_life_start)[0]
 
 
 def _make_wrapped(
-    env_id: str,
-    frame_size: int = 42,
+    recipe: EnvRecipe,
     render_mode: str | None = None,
     noop_max: int = ATARI_NOOP_MAX,
     fire_at_life_start: bool = False,
 ) -> tuple[gym.Env, str | None]:
     """`make_env`'s environment and the kind of its own observations (None: unsupported)."""
-    family = family_of(env_id)
-    env = _make(env_id, render_mode)
-    kind = observation_kind(env.observation_space, family)
+    family = family_of(recipe.env_id)
+    env = _apply_wrappers(_make(recipe, render_mode), recipe.wrappers)
+    kind = observation_kind(env.observation_space, family, recipe.observation)
     if family is ATARI:
         emulator_skips = getattr(env.unwrapped, "_frameskip", 1) != 1
         env = gym.wrappers.AtariPreprocessing(
             env,
             noop_max=noop_max,
             frame_skip=1 if emulator_skips else ATARI_FRAME_SKIP,
-            screen_size=frame_size,
+            screen_size=recipe.frame_size,
             grayscale_obs=True,
             scale_obs=False,  # uint8 frames: four times less to copy; the model scales them
         )
         if fire_at_life_start and FireAtLifeStart.needed(env):
             env = FireAtLifeStart(env)
     elif kind == FRAMES:
-        env = square_grayscale_frames(env, frame_size)
-    elif kind is not None and not isinstance(env.observation_space, gym.spaces.Box):
+        env = square_grayscale_frames(env, recipe.frame_size)
+    elif kind in (VECTOR, ONE_HOT) and not isinstance(env.observation_space, gym.spaces.Box):
         env = FlatObservation(env)
+    if recipe.max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, recipe.max_episode_steps)
     return gym.wrappers.RecordEpisodeStatistics(env), kind
 
 
-def evaluation_env(env_id: str, frame_size: int, render_mode: str | None = None) -> gym.Env:
+def evaluation_env(recipe: EnvRecipe | str, render_mode: str | None = None) -> gym.Env:
     """An env that plays evaluation episodes: the evaluator's, `a3c-eval`'s and its video's."""
-    return make_env(env_id, frame_size=frame_size, render_mode=render_mode, fire_at_life_start=True)
+    return make_env(recipe, render_mode=render_mode, fire_at_life_start=True)
 
 
-def describe_env(env_id: str, frame_size: int = 42) -> EnvProfile:
-    """Check that a3c can train on `env_id` and return its profile; `UsageError` if not."""
-    env, kind = _make_wrapped(env_id, frame_size=frame_size)
+def describe_env(recipe: EnvRecipe | str) -> EnvProfile:
+    """Check that a3c can train on the recipe's environment and return its profile;
+    `UsageError` if not."""
+    recipe = as_recipe(recipe)
+    env, kind = _make_wrapped(recipe)
     env.close()
-    return EnvProfile.of(env_id, env, kind)
+    return EnvProfile.of(recipe.env_id, env, kind)
 
 
 @dataclass
@@ -270,8 +382,9 @@ class GymEnvBatch:
             env.close()
 
 
-def _vector_settings(env_id: str, noop_max: int) -> dict[str, Any] | None:
-    """`AtariVectorEnv` arguments that play `env_id` as `make_env` does; None if none can.
+def _vector_settings(recipe: EnvRecipe, noop_max: int) -> dict[str, Any] | None:
+    """`AtariVectorEnv` arguments that play the recipe as `make_env` does; None if none can
+    (a recipe with kwargs, Python wrappers or an episode cap takes gymnasium's path).
 
     Frame skip, pooling and sticky actions match `make_env` exactly. The no-op start
     differs in its draw: `AtariPreprocessing` takes 1 to 30 no-op agent steps (1 to 30
@@ -279,9 +392,9 @@ def _vector_settings(env_id: str, noop_max: int) -> dict[str, Any] | None:
     ``noop_max - 1`` single frames; its `noop_max` is set so the longest start is the
     same. With `noop_max` 0, neither path takes a no-op.
     """
-    if family_of(env_id) is not ATARI:
+    if family_of(recipe.env_id) is not ATARI or not recipe.plain:
         return None
-    spec = gym.spec(env_id)
+    spec = gym.spec(registered_id(recipe.env_id))
     kwargs = spec.kwargs
     skip = kwargs.get("frameskip", ATARI_FRAME_SKIP)
     plain = kwargs.get("obs_type", "rgb") == "rgb" and not kwargs.get("continuous", False)
@@ -378,36 +491,36 @@ class AtariVectorBatch:
 
 
 def make_env_batch(
+    recipe: EnvRecipe,
     profile: EnvProfile,
     count: int,
-    frame_size: int,
     workers: int,
     process_name: str,
     noop_max: int = ATARI_NOOP_MAX,
 ) -> EnvBatch:
-    """A worker's K environments: ale-py's vector env for the Atari ids it can play as
+    """A worker's K environments: ale-py's vector env for the Atari recipes it can play as
     `make_env` does; `make_env`'s, stepped in a loop, for the others. The reliability
     tests' fault injection (a3c/faults.py) wraps whichever it is."""
-    env_id = profile.env_id
-    settings = _vector_settings(env_id, noop_max)
+    settings = _vector_settings(recipe, noop_max)
     batch: EnvBatch
     if settings is not None:
         threads = vector_env_threads(workers)
-        batch = AtariVectorBatch(settings, count, frame_size, threads, profile)
+        batch = AtariVectorBatch(settings, count, recipe.frame_size, threads, profile)
     else:
-        envs = [make_env(env_id, frame_size=frame_size, noop_max=noop_max) for _ in range(count)]
+        envs = [make_env(recipe, noop_max=noop_max) for _ in range(count)]
         batch = GymEnvBatch(envs, profile)
     return maybe_inject_into_batch(batch, process_name)
 
 
-def atari_path(env_id: str, envs_per_worker: int, workers: int) -> str | None:
+def atari_path(recipe: EnvRecipe, envs_per_worker: int, workers: int) -> str | None:
     """How the workers step an Atari id's games, for the run's first lines; None otherwise."""
-    if family_of(env_id) is not ATARI:
+    if family_of(recipe.env_id) is not ATARI:
         return None
-    if _vector_settings(env_id, ATARI_NOOP_MAX) is None:
+    if _vector_settings(recipe, ATARI_NOOP_MAX) is None:
+        why = "as registered" if recipe.plain else "with env kwargs, wrappers or an episode cap"
         return (
             f"{envs_per_worker} games per worker through gymnasium's AtariPreprocessing "
-            f"(ale-py's AtariVectorEnv cannot play {env_id} as registered)"
+            f"(ale-py's AtariVectorEnv cannot play {recipe.env_id} {why})"
         )
     threads = vector_env_threads(workers)
     return (

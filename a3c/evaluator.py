@@ -14,9 +14,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from a3c.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
+from a3c.agent import load_agent
+from a3c.checkpoint import build_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
-from a3c.envs import describe_env, evaluation_env
+from a3c.envs import EnvRecipe, evaluation_env
 from a3c.errors import UsageError
 from a3c.faults import maybe_inject
 from a3c.metrics import EvalRecord
@@ -68,12 +69,10 @@ _STOP_CHECK_STEPS = 200
 MAX_PARALLEL_EPISODES = 16
 
 
-def evaluation_envs(
-    env_id: str, frame_size: int, episodes: int, process_name: str
-) -> list[gym.Env]:
+def evaluation_envs(recipe: EnvRecipe | str, episodes: int, process_name: str) -> list[gym.Env]:
     """The envs to play `episodes` evaluation episodes side by side."""
     return [
-        maybe_inject(evaluation_env(env_id, frame_size), process_name)
+        maybe_inject(evaluation_env(recipe), process_name)
         for _ in range(min(episodes, MAX_PARALLEL_EPISODES))
     ]
 
@@ -171,9 +170,7 @@ class Evaluator:
         self.best_checkpoint = best_checkpoint
         self.start_time = start_time
         self.best_score = -math.inf if best_score is None else best_score
-        self.envs = evaluation_envs(
-            config.env, config.frame_size, config.eval_episodes, "a3c-evaluator"
-        )
+        self.envs = evaluation_envs(EnvRecipe.of(config), config.eval_episodes, "a3c-evaluator")
         self.model = build_model(config, shared.profile)
         self.model.eval()
         self.last_step: int | None = None
@@ -299,8 +296,8 @@ def evaluate_checkpoint(
     `video`, the episodes are played again, action for action, in an env that renders,
     and every frame goes into that file.
     """
-    checkpoint = load_checkpoint(path)
-    config = TrainConfig.from_dict(checkpoint["config"], source=f"{path} config")
+    agent = load_agent(path)
+    config = agent.config
     episodes = config.eval_episodes if episodes is None else episodes
     seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
     greedy = config.eval_policy == "greedy" if greedy is None else greedy
@@ -310,22 +307,14 @@ def evaluate_checkpoint(
     # Opened before playing, so a missing renderer or codec is reported at once.
     with contextlib.ExitStack() as cleanup:
         replay = _open_replay(config, video, cleanup) if video is not None else None
-        envs = evaluation_envs(config.env, config.frame_size, episodes, "a3c-eval")
+        recipe = EnvRecipe.of(config)
+        envs = evaluation_envs(recipe, episodes, "a3c-eval")
         for env in envs:
             cleanup.callback(env.close)
-        profile = describe_env(config.env, config.frame_size)
-        model = build_model(config, profile)
-        try:
-            model.load_state_dict(checkpoint["model"])
-        except (RuntimeError, KeyError) as error:
-            raise UsageError(
-                f"{path}: weights do not fit the model its config describes"
-            ) from error
-        model.eval()
         scores = play_episodes(
-            model,
+            agent.model,
             envs,
-            profile,
+            agent.profile,
             episodes,
             seed=seed,
             greedy=greedy,
@@ -336,7 +325,7 @@ def evaluate_checkpoint(
     report = {
         "checkpoint": str(path),
         "env": config.env,
-        "step": checkpoint["step"],
+        "step": agent.checkpoint["step"],
         "episodes": episodes,
         "seed": seed,
         "policy": "greedy" if greedy else "sample",
@@ -360,7 +349,7 @@ def evaluate_checkpoint(
 def _open_replay(config: TrainConfig, video: Path, cleanup: contextlib.ExitStack) -> gym.Env:
     """An env that renders into `video`, closed (and the file finished) by `cleanup`."""
     try:
-        env = evaluation_env(config.env, config.frame_size, render_mode="rgb_array")
+        env = evaluation_env(EnvRecipe.of(config), render_mode="rgb_array")
     except gym.error.DependencyNotInstalled as error:
         raise UsageError(f"cannot render {config.env} for --video: {error}") from None
     cleanup.callback(env.close)

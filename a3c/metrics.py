@@ -158,7 +158,9 @@ class RunDirectory:
     def create(cls, config: TrainConfig, group_id: str | None = None) -> RunDirectory:
         """A new, uniquely named run folder, with the config written into it."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        return cls.named(config, f"{config.env.replace('/', '-')}-{stamp}", group_id)
+        # The id without its module (module:Id), and no folder separators in it.
+        name = config.env.rpartition(":")[2].replace("/", "-")
+        return cls.named(config, f"{name}-{stamp}", group_id)
 
     @classmethod
     def named(cls, config: TrainConfig, base: str, group_id: str | None = None) -> RunDirectory:

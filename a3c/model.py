@@ -67,7 +67,7 @@ def _dense(inputs: int, outputs: int, gain: float, noise: Noise | None) -> nn.Li
 
 
 class VectorEncoder(nn.Module):
-    """Flat observations -> one dense layer."""
+    """Observations of any shape, flattened -> one dense layer."""
 
     def __init__(self, input_size: int, output_size: int, noise: Noise | None = None) -> None:
         super().__init__()
@@ -170,7 +170,7 @@ def make_encoder(
     `conv_activation` follows each convolution on 42x42 frames (84x84 has the paper's ReLU).
     """
     if not frames:
-        return VectorEncoder(observation_shape[0], hidden_size, noise)
+        return VectorEncoder(math.prod(observation_shape), hidden_size, noise)
     if observation_shape == (42, 42):
         return a3c_conv_encoder(conv_channels, bfloat16_frames, conv_activation)
     if observation_shape == (84, 84):

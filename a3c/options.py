@@ -2,7 +2,7 @@
 flags, a preset and the defaults combine into one `TrainConfig`.
 
 `a3c-train`'s flags are generated from `TrainConfig`'s fields, so a setting's name, type,
-range and help are written once (a3c/config.py). The README's options tables are rendered
+range and help are written once (a3c/config.py). docs/options.md's tables are rendered
 from these parsers (`options_markdown`).
 """
 
@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import re
 import sys
+import tomllib
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,6 +41,30 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> typing.NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def toml_literal(text: str) -> Any:
+    """A command-line value read as a TOML literal (false, 3, 0.5, "a b", [1, 2]); a word
+    that is none (rgb_array) is the string itself."""
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+class _KeyValues(argparse.Action):
+    """KEY=VALUE ... into a dict, each value a TOML literal."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None
+    ) -> None:
+        pairs = {}
+        for item in values:
+            key, equals, text = item.partition("=")
+            if not equals or not key.strip():
+                parser.error(f"argument {option}: expected KEY=VALUE, got {item!r}")
+            pairs[key.strip()] = toml_literal(text.strip())
+        setattr(namespace, self.dest, {**getattr(namespace, self.dest, {}), **pairs})
 
 
 class _PrintVersion(argparse.Action):
@@ -109,7 +134,18 @@ def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
         if default is not None:
             help_text += f" (default: {format_default(default)})"
         group = groups[f.metadata["group"]]
-        if kind is bool:
+        origin = typing.get_origin(hints[f.name])
+        if origin is dict:
+            group.add_argument(
+                flag(f.name), nargs="+", action=_KeyValues, metavar="KEY=VALUE", help=help_text
+            )
+        elif origin is list:
+            # One flag per item, named in the singular: --wrapper A --wrapper B.
+            group.add_argument(
+                flag(f.name).removesuffix("s"), dest=f.name, action="append", metavar="SPEC",
+                help=help_text,
+            )  # fmt: skip
+        elif kind is bool:
             group.add_argument(flag(f.name), action=argparse.BooleanOptionalAction, help=help_text)
         else:
             group.add_argument(
@@ -139,41 +175,56 @@ def build_parser(prog: str = "a3c-train") -> argparse.ArgumentParser:
     return parser
 
 
-def resumed_config(saved: Mapping[str, Any], args: argparse.Namespace) -> TrainConfig:
-    """The config a checkpoint was trained with, then the flags given now (a longer budget,
-    more workers); flags that would change the model's shape are refused."""
-    if getattr(args, "config", None) is not None or getattr(args, "no_preset", False):
+def resumed_config(
+    saved: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    config_file: str | Path | None = None,
+    no_preset: bool = False,
+) -> TrainConfig:
+    """The config a checkpoint was trained with, then the settings given now (a longer
+    budget, more workers); settings that would change the model's shape are refused."""
+    if config_file is not None or no_preset:
         raise UsageError("--resume continues the saved settings; give changes as flags")
     config = TrainConfig.from_dict(saved, source="checkpoint config")
-    flags = _settings(args)
     for name in model_settings():
-        if name in flags and flags[name] != getattr(config, name):
+        if name in settings and settings[name] != getattr(config, name):
             raise UsageError(
                 f"{flag(name)} cannot change on --resume (the checkpoint has "
                 f"{getattr(config, name)!r})"
             )
-    return config.replace(flags, source="command line").validate()
+    return config.replace(settings, source="command line").validate()
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
+def layered_config(
+    settings: Mapping[str, Any],
+    config_file: str | Path | None = None,
+    no_preset: bool = False,
+) -> tuple[TrainConfig, Path | None]:
+    """Defaults, then the preset (`config_file`, else the shipped one for the env unless
+    `no_preset`), then `settings`; the config and the preset it took."""
+    preset: Path | None = None
+    if config_file is not None:
+        if no_preset:
+            raise UsageError("--config and --no-preset contradict each other; give one")
+        preset = Path(config_file)
+    elif not no_preset:
+        preset = find_preset(settings.get("env", TrainConfig.env), settings.get("noisy", False))
+    config = TrainConfig()
+    if preset is not None:
+        config = config.replace(load_toml(preset), source=str(preset))
+    return config.replace(settings, source="command line").validate(), preset
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The `TrainConfig` settings among a3c-train's parsed flags."""
     return {k: v for k, v in vars(args).items() if k not in COMMAND_FLAGS}
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, Path | None]:
     """Layer defaults, then the preset, then explicit flags; return the config and its preset."""
-    flags = _settings(args)
-    preset: Path | None = None
-    no_preset = getattr(args, "no_preset", False)
-    if getattr(args, "config", None) is not None:
-        if no_preset:
-            raise UsageError("--config and --no-preset contradict each other; give one")
-        preset = Path(args.config)
-    elif not no_preset:
-        preset = find_preset(flags.get("env", TrainConfig.env), flags.get("noisy", False))
-    config = TrainConfig()
-    if preset is not None:
-        config = config.replace(load_toml(preset), source=str(preset))
-    return config.replace(flags, source="command line").validate(), preset
+    return layered_config(
+        settings_of(args), getattr(args, "config", None), getattr(args, "no_preset", False)
+    )
 
 
 def eval_parser() -> argparse.ArgumentParser:
@@ -249,7 +300,7 @@ _DEFAULT = re.compile(r"^(?P<help>.*?)\s*\(default: (?P<default>.*)\)$", re.DOTA
 def options_markdown(parser: argparse.ArgumentParser) -> str:
     """The parser's --help as a Markdown table (flag, default, meaning), topic by topic.
 
-    The README's options tables are this function's output, so they say what --help says.
+    docs/options.md's tables are this function's output, so they say what --help says.
     """
     rows = ["| option | default | meaning |", "|---|---|---|"]
     titled = len([g for g in parser._action_groups if _shown(g._group_actions)]) > 2

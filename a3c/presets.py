@@ -3,6 +3,9 @@ gets), --config files, and the config.toml every run folder holds."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -68,12 +71,24 @@ def to_toml(config: TrainConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _toml_value(value: bool | int | float | str) -> str:
+def _toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        items = ", ".join(f"{_toml_key(key)} = {_toml_value(item)}" for key, item in value.items())
+        return "{ " + items + " }" if items else "{}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return repr(value)  # finite: validate() refuses inf and nan
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+        if math.isfinite(value):
+            return repr(value)
+        return ("-inf" if value < 0 else "inf") if not math.isnan(value) else "nan"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+    raise UsageError(f"cannot write {value!r} to TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)

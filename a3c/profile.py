@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,8 +49,9 @@ FAMILIES = (
 OTHER = Family("other", "")
 
 
-def check_registered(env_id: str) -> None:
-    """`UsageError` with the closest ids unless gymnasium knows `env_id`."""
+def check_registered(env_id: str, imported: str | None = None) -> None:
+    """`UsageError` with the closest ids unless gymnasium knows `env_id` (after importing
+    the module `imported`, which was to register it)."""
     registry = gym.envs.registry
     if env_id in registry:
         return
@@ -62,13 +64,33 @@ def check_registered(env_id: str) -> None:
         )
     close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise UsageError(f"unknown environment {env_id!r}{hint}")
+    if imported is not None:
+        raise UsageError(f"importing {imported} registered no environment {env_id!r}{hint}")
+    package = " (one that a package registers: --env PACKAGE:ID imports it)"
+    raise UsageError(f"unknown environment {env_id!r}{hint or package}")
+
+
+def registered_id(env_id: str) -> str:
+    """The id gymnasium knows `env_id` by. For ``module:Id`` (gymnasium's own syntax) the
+    module, which registers the id when imported, is imported first: in this process and,
+    since every process makes its environments through here, in each child too."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # whatever the user's module raises, one line names it
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise UsageError(
+                f"--env {env_id}: importing {module} failed: {type(error).__name__}"
+                + (f": {reason}" if reason else "")
+            ) from None
+    check_registered(name, imported=module or None)
+    return name
 
 
 def family_of(env_id: str) -> Family:
-    """The family of a registered id (`OTHER` for one built from a callable or elsewhere)."""
-    check_registered(env_id)
-    point = gym.spec(env_id).entry_point
+    """The family of an id (`OTHER` for one built from a callable or elsewhere)."""
+    point = gym.spec(registered_id(env_id)).entry_point
     module = point if isinstance(point, str) else ""
     return next((f for f in FAMILIES if module.startswith(f.module)), OTHER)
 
@@ -78,6 +100,9 @@ def family_of(env_id: str) -> Family:
 FRAMES = "frames"  # uint8 images: grayscale squares for the conv encoder
 VECTOR = "vector"  # flat features, standardised with running statistics
 ONE_HOT = "one_hot"  # discrete states (and Tuples or Dicts of them), one-hot encoded
+GRID = "grid"  # small uint8 arrays of symbols (MiniGrid's 7x7x3), flat and standardised
+# uint8 arrays from this many pixels a side up are pictures; smaller ones are symbol grids.
+FRAME_MIN_SIDE = 32
 
 DISCRETE_SPACES = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
@@ -98,15 +123,31 @@ def _is_image(space: gym.Space[Any]) -> bool:
     return len(space.shape) == 2 or (len(space.shape) == 3 and space.shape[2] in (1, 3))
 
 
-def observation_kind(space: gym.Space[Any], family: Family = OTHER) -> str | None:
+def observation_kind(
+    space: gym.Space[Any], family: Family = OTHER, preference: str = "auto"
+) -> str | None:
     """How an environment's own observations are fed to the model; None if a3c cannot.
 
-    Atari screens and other uint8 images are frames. Discrete states, and Tuples or Dicts
-    made only of discrete parts, are one-hot; vectors, alone or mixed with discrete parts
-    in a Tuple or Dict, are flat vectors (the discrete parts one-hot inside them).
+    Atari screens are frames. Other uint8 arrays shaped like an image, (H, W) or (H, W, 1
+    or 3), are frames from FRAME_MIN_SIDE pixels a side up, and below it grids of symbols
+    (MiniGrid's object, colour and state ids), which resizing to 42x42 grayscale would
+    blur; `preference` ("frames" or "flat", `--observation`) overrides that rule. Discrete
+    states, and Tuples or Dicts made only of discrete parts, are one-hot; vectors, alone or
+    mixed with discrete parts in a Tuple or Dict, are flat vectors (the discrete parts
+    one-hot inside them).
     """
-    if family is ATARI or _is_image(space):
+    if preference != "auto" and (family is ATARI or not _is_image(space)):
+        raise UsageError(
+            f"--observation {preference} applies to uint8 images and grids of other "
+            f"environments than Atari's; these observations are {space}"
+        )
+    if family is ATARI:
         return FRAMES
+    if _is_image(space):
+        assert space.shape is not None
+        if preference == "auto":
+            return FRAMES if min(space.shape[:2]) >= FRAME_MIN_SIDE else GRID
+        return FRAMES if preference == "frames" else GRID
     leaves = _leaf_spaces(space)
     if all(isinstance(leaf, DISCRETE_SPACES) for leaf in leaves):
         return ONE_HOT
@@ -142,7 +183,7 @@ class EnvProfile:
 
     env_id: str
     family: str
-    observation: str  # FRAMES, VECTOR or ONE_HOT: the model's input, after a3c's wrappers
+    observation: str  # FRAMES, VECTOR, ONE_HOT or GRID: the model's input, after a3c's wrappers
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
     n_actions: int  # discrete: how many actions; continuous: how many action dimensions
@@ -153,7 +194,7 @@ class EnvProfile:
 
     @classmethod
     def of(cls, env_id: str, env: gym.Env, kind: str | None) -> EnvProfile:
-        """The profile of `env`, made by `make_env(env_id, ...)` from an environment whose
+        """The profile of `env`, made by `make_env` from an environment whose
         own observations are of `kind` (`observation_kind`); `UsageError` where a3c cannot
         train it."""
         space, observations = env.action_space, env.observation_space
@@ -163,11 +204,12 @@ class EnvProfile:
                 "a3c supports Discrete and Box actions"
             )
         shape = tuple(observations.shape or ())
-        if kind is None or not isinstance(observations, gym.spaces.Box) or len(shape) not in (1, 2):
+        dimensions = len(shape) >= 1 if kind == GRID else len(shape) in (1, 2)
+        if kind is None or not isinstance(observations, gym.spaces.Box) or not dimensions:
             raise UsageError(
                 f"{env_id} has {type(observations).__name__} observations {observations}; "
                 "a3c supports flat vectors, discrete states, Tuple or Dict observations "
-                "made of those, and images (uint8, grayscale or RGB)"
+                "made of those, and images or grids of symbols (uint8, one or three channels)"
             )
         base = cls(env_id, family_of(env_id).name, kind, shape, np.dtype(observations.dtype), 0)
         if isinstance(space, gym.spaces.Discrete):
@@ -192,7 +234,7 @@ class EnvProfile:
     def normalizes_observations(self) -> bool:
         """Whether --normalize-obs applies: frames are standardised one by one in the
         encoder, and one-hot states need nothing."""
-        return self.observation == VECTOR
+        return self.observation in (VECTOR, GRID)
 
     def fill_defaults(self, config: TrainConfig) -> TrainConfig:
         """`config` with the settings left unset that depend on the spaces filled in, so

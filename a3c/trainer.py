@@ -18,7 +18,7 @@ import torch
 from a3c.checkpoint import build_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
 from a3c.distributed import join_group
-from a3c.envs import atari_path, describe_env
+from a3c.envs import EnvRecipe, atari_path, describe_env
 from a3c.errors import TrainingDiverged, TrainingFailed
 from a3c.evaluator import Evaluator, run_evaluator
 from a3c.metrics import RunDirectory
@@ -95,7 +95,7 @@ def _announce(config: TrainConfig, shared: SharedObjects, run_dir: Path, say: Ca
     resumed = f" (resuming at {shared.steps_done:,})" if shared.steps_done else ""
     say(f"a3c: {config.env}, {config.workers} workers, {config.total_steps:,} agent steps"
         f"{resumed}; run folder {run_dir}")  # fmt: skip
-    path = atari_path(config.env, config.envs_per_worker, config.workers)
+    path = atari_path(EnvRecipe.of(config), config.envs_per_worker, config.workers)
     if path is not None:
         say(f"a3c: {path}")
     arithmetic = shared.model.frame_arithmetic
@@ -119,7 +119,7 @@ class Trainer:
     ) -> None:
         """`resume` is a loaded checkpoint to continue from; its run folder, found from
         `resume_from`, receives the appended logs when it still exists."""
-        profile = describe_env(config.env, frame_size=config.frame_size)
+        profile = describe_env(EnvRecipe.of(config))
         self.config = config = profile.fill_defaults(config)
         self.group = join_group(config, resume)
         self.run_dir = self.group.run_directory(config, resume_from)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from a3c.config import TrainConfig
-from a3c.envs import make_env_batch
+from a3c.envs import EnvRecipe, make_env_batch
 from a3c.errors import TrainingDiverged
 from a3c.loss import LossAverages, LossTerms, Rollout, a3c_loss, apply_gradients
 from a3c.metrics import EpisodeRecord, SkippedUpdate
@@ -46,7 +46,7 @@ class Worker:
         np.random.seed(config.seed + rank)
         count = config.envs_per_worker
         self.envs = make_env_batch(
-            shared.profile, count, config.frame_size, config.workers, f"a3c-worker-{rank}"
+            EnvRecipe.of(config), shared.profile, count, config.workers, f"a3c-worker-{rank}"
         )
         self.nonfinite_in_a_row = 0
         self.stats = LossAverages()

@@ -22,7 +22,7 @@ import torch
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
-from a3c.envs import describe_env
+from a3c.envs import EnvRecipe, describe_env
 from a3c.evaluator import EVAL_SEED_OFFSET, evaluation_envs, play_episodes
 from a3c.model import build_model
 from a3c.presets import find_preset, load_toml
@@ -44,8 +44,9 @@ def main() -> int:
         config = TrainConfig(env=args.env)
         if preset is not None:
             config = config.replace(load_toml(preset))
-    envs = evaluation_envs(config.env, config.frame_size, args.episodes, "bench")
-    profile = describe_env(config.env, frame_size=config.frame_size)
+    recipe = EnvRecipe.of(config)
+    envs = evaluation_envs(recipe, args.episodes, "bench")
+    profile = describe_env(recipe)
     model = build_model(config, profile)
     if args.checkpoint:
         model.load_state_dict(checkpoint["model"])

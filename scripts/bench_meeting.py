@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 
 from a3c.config import TrainConfig
 from a3c.distributed import Node, NodeGroup
-from a3c.envs import describe_env
+from a3c.envs import EnvRecipe, describe_env
 from a3c.model import build_model
 from a3c.presets import find_preset, load_toml
 from a3c.sharing import SharedObjects
@@ -49,7 +49,7 @@ def _node(rank: int, port: int, env_ids: list[str], meetings: int, results: Any)
     group = NodeGroup(Node(rank, 2, "bench", restarts=0), timeout_s=60)
     for env_id in env_ids:
         config = _config(env_id)
-        profile = describe_env(env_id, frame_size=config.frame_size)
+        profile = describe_env(EnvRecipe.of(config))
         model = build_model(config, profile)
         model.share_memory()
         shared = SharedObjects.create(

@@ -53,17 +53,13 @@ PATHS = ("gymnasium", "vector")
 
 # Imported where used, not above: --training-only runs against older a3c versions too.
 def _batch(config: TrainConfig, path: str) -> Any:
-    from a3c.envs import GymEnvBatch, describe_env, make_env, make_env_batch
+    from a3c.envs import EnvRecipe, GymEnvBatch, describe_env, make_env, make_env_batch
 
-    profile = describe_env(config.env, frame_size=config.frame_size)
+    recipe = EnvRecipe.of(config)
+    profile = describe_env(recipe)
     if path == "vector":
-        return make_env_batch(
-            profile, config.envs_per_worker, config.frame_size, config.workers, "bench"
-        )
-    envs = [
-        make_env(config.env, frame_size=config.frame_size) for _ in range(config.envs_per_worker)
-    ]
-    return GymEnvBatch(envs, profile)
+        return make_env_batch(recipe, profile, config.envs_per_worker, config.workers, "bench")
+    return GymEnvBatch([make_env(recipe) for _ in range(config.envs_per_worker)], profile)
 
 
 def _step_randomly(config: TrainConfig, path: str, seconds: float, out: Any) -> None:
@@ -147,7 +143,7 @@ class _TimedBatch:
 
 def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
     """Milliseconds per agent step in one serial worker, by part."""
-    from a3c.envs import describe_env
+    from a3c.envs import EnvRecipe, describe_env
     from a3c.loss import apply_gradients
     from a3c.model import build_model
     from a3c.optim import make_shared_optimizer
@@ -155,7 +151,7 @@ def time_split(config: TrainConfig, updates: int) -> dict[str, float]:
     from a3c.worker import Worker
 
     torch.set_num_threads(1)
-    profile = describe_env(config.env, frame_size=config.frame_size)
+    profile = describe_env(EnvRecipe.of(config))
     model = build_model(config, profile)
     model.share_memory()
     optimizer = make_shared_optimizer(

@@ -22,12 +22,12 @@ import torch
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
-from a3c.envs import describe_env, make_env
+from a3c.envs import EnvRecipe, describe_env, make_env
 from a3c.model import ActorCritic, build_model
 
 
 def frames_of_random_play(env_id: str, frame_size: int, steps: int) -> torch.Tensor:
-    env = make_env(env_id, frame_size=frame_size)
+    env = make_env(EnvRecipe(env_id, frame_size=frame_size))
     obs, _ = env.reset(seed=1)
     env.action_space.seed(1)
     frames = []
@@ -71,7 +71,7 @@ def main() -> int:
     checkpoint = load_checkpoint(args.checkpoint)
     config = TrainConfig.from_dict(checkpoint["config"])
     frames = frames_of_random_play(config.env, config.frame_size, args.steps)
-    info = describe_env(config.env, frame_size=config.frame_size)
+    info = describe_env(EnvRecipe.of(config))
     torch.manual_seed(config.seed)
     fresh = build_model(config, info)
     trained = build_model(config, info)

@@ -1,6 +1,6 @@
-"""Write the README's options tables from the commands' own --help.
+"""Write the options tables of docs/options.md (and any other page) from the commands' --help.
 
-    python scripts/readme_options.py           # rewrite the tables in README.md
+    python scripts/readme_options.py           # rewrite the tables
     python scripts/readme_options.py --check   # exit 1 if they differ from --help
 
 Each table sits between ``<!-- options: COMMAND -->`` and ``<!-- end options -->``.
@@ -16,23 +16,25 @@ from pathlib import Path
 
 from a3c.options import filled_options_tables
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REPO = Path(__file__).resolve().parent.parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 on a difference")
     args = parser.parse_args()
-    current = README.read_text()
-    wanted = filled_options_tables(current)
-    if wanted == current:
-        print("README options tables match --help")
+    stale = [page for page in PAGES if filled_options_tables(page.read_text()) != page.read_text()]
+    if not stale:
+        print("options tables match --help")
         return 0
     if args.check:
-        print("README options tables differ from --help: run python scripts/readme_options.py")
+        names = ", ".join(str(page.relative_to(REPO)) for page in stale)
+        print(f"options tables in {names} differ from --help: run python scripts/readme_options.py")
         return 1
-    README.write_text(wanted)
-    print(f"rewrote the options tables in {README}")
+    for page in stale:
+        page.write_text(filled_options_tables(page.read_text()))
+        print(f"rewrote the options tables in {page.relative_to(REPO)}")
     return 0
 
 

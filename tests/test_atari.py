@@ -16,6 +16,7 @@ from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig, model_settings
 from a3c.envs import (
     AtariVectorBatch,
+    EnvRecipe,
     FireAtLifeStart,
     GymEnvBatch,
     atari_path,
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.atari
 @pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "ALE/Pong-v5"])
 @pytest.mark.parametrize("frame_size", [42, 84])
 def test_observations_are_square_uint8_frames(env_id: str, frame_size: int) -> None:
-    env = make_env(env_id, frame_size=frame_size)
+    env = make_env(EnvRecipe(env_id, frame_size=frame_size))
     obs, _ = env.reset(seed=0)
     assert obs.shape == (frame_size, frame_size) and obs.dtype == np.uint8
     obs, *_ = env.step(0)
@@ -72,7 +73,9 @@ def test_each_agent_step_is_exactly_four_emulator_frames(env_id: str) -> None:
 
 def vector_batch(env_id: str, count: int, noop_max: int = 30) -> AtariVectorBatch:
     profile = describe_env(env_id)
-    batch = make_env_batch(profile, count, 42, workers=1, process_name="test", noop_max=noop_max)
+    batch = make_env_batch(
+        EnvRecipe(env_id), profile, count, workers=1, process_name="test", noop_max=noop_max
+    )
     assert isinstance(batch, AtariVectorBatch), "workers step Atari games in ale-py's vector env"
     return batch
 
@@ -160,11 +163,15 @@ def test_sticky_v5_frames_look_the_same_on_both_paths() -> None:
 
 
 def test_the_run_says_how_its_workers_step_the_games() -> None:
-    assert "1 emulator thread each" in atari_path("PongNoFrameskip-v4", 16, workers=64)
+    assert "1 emulator thread each" in atari_path(EnvRecipe("PongNoFrameskip-v4"), 16, workers=64)
     # Pong-v4 skips 2 to 4 frames at random, which the vector env cannot do.
-    assert "gymnasium's AtariPreprocessing" in atari_path("Pong-v4", 8, workers=2)
-    assert atari_path("CartPole-v1", 1, workers=2) is None
-    batch = make_env_batch(describe_env("Pong-v4"), 2, 42, workers=2, process_name="test")
+    assert "gymnasium's AtariPreprocessing" in atari_path(EnvRecipe("Pong-v4"), 8, workers=2)
+    assert atari_path(EnvRecipe("CartPole-v1"), 1, workers=2) is None
+    capped = EnvRecipe("PongNoFrameskip-v4", max_episode_steps=1000)
+    assert "with env kwargs, wrappers or an episode cap" in atari_path(capped, 8, workers=2)
+    assert isinstance(make_env_batch(capped, describe_env(capped), 2, 2, "test"), GymEnvBatch)
+    pong = EnvRecipe("Pong-v4")
+    batch = make_env_batch(pong, describe_env(pong), 2, workers=2, process_name="test")
     assert isinstance(batch, GymEnvBatch)
     batch.close()
 
@@ -250,7 +257,7 @@ def test_the_conv_activation_is_a_setting_the_weights_alone_do_not_carry() -> No
     assert "conv_activation" in model_settings()
     config = TrainConfig(env="PongNoFrameskip-v4", conv_activation="relu")
     saved = TrainConfig.from_dict(config.to_dict())
-    model = build_model(saved, describe_env(saved.env, frame_size=saved.frame_size))
+    model = build_model(saved, describe_env(EnvRecipe.of(saved)))
     assert isinstance(model.encoder.layers[1], nn.ReLU)
 
 
@@ -258,7 +265,7 @@ def test_precision_auto_takes_bfloat16_where_the_cpu_has_it() -> None:
     assert bfloat16_frames("bfloat16") and not bfloat16_frames("float32")
     assert bfloat16_frames("auto") == native_bfloat16()
     config = TrainConfig(env="PongNoFrameskip-v4", precision="float32")
-    model = build_model(config, describe_env(config.env, frame_size=config.frame_size))
+    model = build_model(config, describe_env(EnvRecipe.of(config)))
     assert not model.encoder.in_bfloat16
 
 
@@ -336,7 +343,7 @@ def noop_game(env: gym.Env, max_steps: int) -> tuple[int, int]:
 def test_evaluation_presses_fire_when_a_breakout_life_starts() -> None:
     """Without FIRE the ball never launches: a NOOP agent's game never ends. The
     evaluator's envs launch it at the start and after each lost ball."""
-    (evaluation_env,) = evaluation_envs("BreakoutNoFrameskip-v4", 42, 1, "test")
+    (evaluation_env,) = evaluation_envs("BreakoutNoFrameskip-v4", 1, "test")
     training_env = make_env("BreakoutNoFrameskip-v4")
     try:
         assert noop_game(training_env, 3000) == (3000, 5)

@@ -35,28 +35,40 @@ def page_id(path: Path) -> str:
 # ------------------------------------------------------------------------------ options
 
 
-def test_readme_options_tables_are_the_commands_help() -> None:
-    readme = README.read_text()
-    assert filled_options_tables(readme) == readme, (
-        "the README's options tables differ from --help: run python scripts/readme_options.py"
+OPTIONS = REPO / "docs" / "options.md"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_options_tables_are_the_commands_help(page: Path) -> None:
+    text = page.read_text()
+    assert filled_options_tables(text) == text, (
+        f"{page_id(page)}'s options tables differ from --help: run python scripts/readme_options.py"
     )
 
 
-def readme_table(command: str) -> str:
+def options_table(command: str) -> str:
     match = re.search(
-        rf"<!-- options: {command} -->\n(.*?)<!-- end options -->", README.read_text(), re.DOTALL
+        rf"<!-- options: {command} -->\n(.*?)<!-- end options -->", OPTIONS.read_text(), re.DOTALL
     )
-    assert match, f"the README has no options table for {command}"
+    assert match, f"docs/options.md has no options table for {command}"
     return match[1]
 
 
-def test_every_setting_is_in_the_readme_table() -> None:
-    table = readme_table("a3c-train")
-    for f in dataclasses.fields(TrainConfig):
-        flag = f.name.replace("_", "-")
-        assert f"`--{flag}`" in table or f"`--[no-]{flag}`" in table, (
-            f"TrainConfig.{f.name} is missing from the README's a3c-train table"
+@pytest.mark.parametrize("command", ["a3c-train", "a3c-eval", "a3c-plot"])
+def test_every_option_is_in_its_table(command: str) -> None:
+    table = options_table(command)
+    for action in parsers()[command]()._actions:
+        if not action.option_strings or action.dest in ("help", "version"):
+            continue
+        flag = action.option_strings[0]
+        assert f"`{flag}`" in table or f"`--[no-]{flag[2:]}`" in table, (
+            f"{flag} is missing from docs/options.md's {command} table"
         )
+
+
+def test_every_setting_has_a_flag() -> None:
+    dests = {action.dest for action in parsers()["a3c-train"]()._actions}
+    assert {f.name for f in dataclasses.fields(TrainConfig)} <= dests
 
 
 def known_flags() -> set[str]:
@@ -146,6 +158,7 @@ def test_command_lines_in_code_blocks_parse(
     page: str, command: str, args: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO)  # preset paths in the docs are relative to the repository
+    monkeypatch.syspath_prepend(str(REPO / "docs" / "examples"))  # PYTHONPATH=docs/examples
     parser = parsers()[command]()
     try:
         namespace = parser.parse_args(args)

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from a3c.envs import describe_env, make_env
+from a3c.envs import EnvRecipe, describe_env, make_env
 from a3c.errors import UsageError
 from a3c.profile import FRAMES, ONE_HOT, VECTOR
 
@@ -38,7 +38,8 @@ def test_unknown_id_suggests_close_matches() -> None:
 
 
 def test_unknown_id_without_close_match() -> None:
-    with pytest.raises(UsageError, match=r"^unknown environment 'zzzzzzzz'$"):
+    package = r"\(one that a package registers: --env PACKAGE:ID imports it\)"
+    with pytest.raises(UsageError, match=rf"^unknown environment 'zzzzzzzz' {package}$"):
         describe_env("zzzzzzzz")
 
 
@@ -143,13 +144,13 @@ def test_dict_observations_with_a_vector_part_are_flat_features() -> None:
 
 @pytest.mark.parametrize("frame_size", [42, 84])
 def test_car_racing_images_become_square_grayscale_frames(frame_size: int) -> None:
-    env = make_env("CarRacing-v3", frame_size=frame_size)
+    env = make_env(EnvRecipe("CarRacing-v3", frame_size=frame_size))
     obs, _ = env.reset(seed=2)
     for _ in range(60):  # past the opening zoom, onto the track
         obs, *_ = env.step(np.array([0.0, 0.5, 0.0], np.float32))
     assert obs.shape == (frame_size, frame_size) and obs.dtype == np.uint8
     assert obs.std() > 10  # a picture: track, grass and the car, not a blank frame
-    info = describe_env("CarRacing-v3", frame_size=frame_size)
+    info = describe_env(EnvRecipe("CarRacing-v3", frame_size=frame_size))
     assert info.observation_shape == (frame_size, frame_size) and info.continuous
     assert info.observation == FRAMES
     env.close()

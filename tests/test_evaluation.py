@@ -49,7 +49,7 @@ def test_episodes_side_by_side_are_the_games_played_one_at_a_time(greedy: bool) 
 
 def test_pong_frames_play_side_by_side_as_one_at_a_time() -> None:
     config = TrainConfig(env="PongNoFrameskip-v4", hidden_size=64)
-    envs = evaluation_envs(config.env, config.frame_size, 3, "test")
+    envs = evaluation_envs(config.env, 3, "test")
     torch.manual_seed(0)
     profile = describe_env(config.env)
     model = build_model(config, profile)
@@ -63,8 +63,8 @@ def test_pong_frames_play_side_by_side_as_one_at_a_time() -> None:
 
 
 def test_an_evaluation_plays_at_most_a_capped_number_of_episodes_at_once() -> None:
-    many = evaluation_envs("CartPole-v1", 42, MAX_PARALLEL_EPISODES + 4, "test")
-    few = evaluation_envs("CartPole-v1", 42, 3, "test")
+    many = evaluation_envs("CartPole-v1", MAX_PARALLEL_EPISODES + 4, "test")
+    few = evaluation_envs("CartPole-v1", 3, "test")
     assert (len(many), len(few)) == (MAX_PARALLEL_EPISODES, 3)
     for env in many + few:
         env.close()
