@@ -1,4 +1,5 @@
-"""Console entry points `a3c-train`, `a3c-eval` and `a3c-plot`: parse, call, report, exit."""
+"""Console entry points `a3c-train`, `a3c-eval`, `a3c-plot` and `a3c-export`: parse, call,
+report, exit."""
 
 from __future__ import annotations
 
@@ -104,3 +105,22 @@ def plot_main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     return _guarded("a3c-plot", body)
+
+
+def export_main(argv: Sequence[str] | None = None) -> int:
+    from a3c.options import export_parser
+
+    args = export_parser().parse_args(argv)
+
+    def body() -> int:
+        from a3c.export import export_agent
+
+        info = export_agent(args.path, args.output, args.format, sample=args.sample)
+        print(
+            f"wrote {args.output} ({info['format']}, {info['env']}, step {info['step']:,}; "
+            f"inputs {', '.join(info['inputs'])}; outputs {', '.join(info['outputs'])}) "
+            f"and {args.output}.json"
+        )
+        return 0
+
+    return _guarded("a3c-export", body)

@@ -289,9 +289,39 @@ def plot_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def export_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="a3c-export",
+        description="Write a trained agent as one TorchScript or ONNX graph from observation "
+        "to action, with a JSON file beside it that says what goes in and out.",
+    )
+    parser.add_argument(
+        "path", metavar="PATH", help="checkpoint file, or a run folder (exports its best.pt)"
+    )
+    parser.add_argument("-o", "--output", type=Path, required=True, help="file to write")
+    parser.add_argument(
+        "--format",
+        choices=("onnx", "torchscript"),
+        default=None,
+        help="graph format (default: by the output's suffix: .onnx, or .pt for TorchScript)",
+    )
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="output the policy's parameters (logits, or a Gaussian's mean and std) for the "
+        "caller to sample from, not the greedy action (default: off)",
+    )
+    return parser
+
+
 def parsers() -> dict[str, Callable[[], argparse.ArgumentParser]]:
     """Every console command's parser, by command name."""
-    return {"a3c-train": build_parser, "a3c-eval": eval_parser, "a3c-plot": plot_parser}
+    return {
+        "a3c-train": build_parser,
+        "a3c-eval": eval_parser,
+        "a3c-plot": plot_parser,
+        "a3c-export": export_parser,
+    }
 
 
 _DEFAULT = re.compile(r"^(?P<help>.*?)\s*\(default: (?P<default>.*)\)$", re.DOTALL)

@@ -20,7 +20,7 @@ from a3c.options import config_from_args, filled_options_tables, parsers
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
-COMMANDS = ("a3c-train", "a3c-eval", "a3c-plot")
+COMMANDS = ("a3c-train", "a3c-eval", "a3c-plot", "a3c-export")
 
 
 def prose(markdown: str) -> str:
@@ -54,7 +54,7 @@ def options_table(command: str) -> str:
     return match[1]
 
 
-@pytest.mark.parametrize("command", ["a3c-train", "a3c-eval", "a3c-plot"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_every_option_is_in_its_table(command: str) -> None:
     table = options_table(command)
     for action in parsers()[command]()._actions:
