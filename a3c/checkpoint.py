@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from a3c.config import DEFAULT_ENT_COEF, TrainConfig
-from a3c.errors import UsageError
+from a3c.errors import UsageError, first_line
 
 # 2: conv encoders standardise each frame; format-1 conv weights expect frames in [0, 1].
 FORMAT_VERSION = 2
@@ -116,7 +116,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
     except Exception as error:  # torch raises many kinds for a damaged file; all mean one thing
-        raise UsageError(f"{path} is not a readable checkpoint ({_short(error)})") from None
+        raise UsageError(f"{path} is not a readable checkpoint ({first_line(error)})") from None
     if not isinstance(checkpoint, dict) or "format_version" not in checkpoint:
         raise UsageError(f"{path} is not an a3c checkpoint")
     version = checkpoint["format_version"]
@@ -156,9 +156,4 @@ def _unpickler_reason(error: BaseException) -> str:
     for line in str(error).splitlines():
         if "WeightsUnpickler error:" in line:
             return line.split("WeightsUnpickler error:", 1)[1].strip().split(". ")[0]
-    return _short(error)
-
-
-def _short(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    return first_line(error)

@@ -12,60 +12,23 @@ import difflib
 import math
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from a3c.errors import UsageError
+from a3c.fields import (
+    ENVIRONMENT,
+    EVALUATION,
+    MODEL,
+    NODES,
+    OPTIMISER,
+    ROLLOUT,
+    RUN,
+    coerce,
+    flag,
+    option,
+)
 from a3c.host import available_cores
-
-# The topics of `a3c-train --help` and of docs/options.md's table, in their order.
-ENVIRONMENT = "environment"
-ROLLOUT = "rollout, returns and loss"
-OPTIMISER = "optimiser"
-MODEL = "model"
-EVALUATION = "evaluation"
-RUN = "checkpoints and run"
-NODES = "several machines (under torchrun)"
-GROUPS = (ENVIRONMENT, ROLLOUT, OPTIMISER, MODEL, EVALUATION, RUN, NODES)
-
-
-def _option(
-    default: Any = dataclasses.MISSING,
-    *,
-    group: str,
-    help: str,
-    default_factory: Any = dataclasses.MISSING,
-    default_text: str | None = None,
-    choices: tuple[str, ...] | tuple[int, ...] | None = None,
-    minimum: float | None = None,
-    above: float | None = None,
-    maximum: float | None = None,
-    model: bool = False,
-    noisy_only: bool = False,
-) -> Any:
-    """A dataclass field with its topic, help text and the range of values it accepts.
-
-    ``minimum`` is inclusive, ``above`` exclusive; both are checked by `TrainConfig.validate`.
-    ``default_text`` describes a default that depends on the machine. ``model``: the
-    setting shapes the model, so a resumed run keeps the saved value. ``noisy_only``: it
-    means something with --noisy only, and without it must keep its default.
-    """
-    assert group in GROUPS, group
-    metadata = {
-        "group": group,
-        "help": help,
-        "default_text": default_text,
-        "choices": choices,
-        "minimum": minimum,
-        "above": above,
-        "maximum": maximum,
-        "model": model,
-        "noisy_only": noisy_only,
-    }
-    if default_factory is not dataclasses.MISSING:
-        return field(default_factory=default_factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
-
 
 # The entropy bonus of a model without NoisyNet layers (docs/defaults.md: Taxi needs it).
 DEFAULT_ENT_COEF = 0.05
@@ -77,13 +40,13 @@ class TrainConfig:
     """Every setting of a training run. Budgets count agent steps, not emulator frames."""
 
     # ------------------------------------------------------------------ environment
-    env: str = _option(
+    env: str = option(
         "CartPole-v1",
         group=ENVIRONMENT,
         help="gymnasium environment id; module:Id imports the module that registers it first",
         model=True,
     )
-    env_kwargs: dict[str, Any] = _option(  # noqa: RUF009 (a field with a default_factory)
+    env_kwargs: dict[str, Any] = option(  # noqa: RUF009 (a field with a default_factory)
         default_factory=dict,
         group=ENVIRONMENT,
         default_text="none",
@@ -91,7 +54,7 @@ class TrainConfig:
         "(is_slippery=false)",
         model=True,
     )
-    wrappers: list[str] = _option(  # noqa: RUF009 (a field with a default_factory)
+    wrappers: list[str] = option(  # noqa: RUF009 (a field with a default_factory)
         default_factory=list,
         group=ENVIRONMENT,
         default_text="none",
@@ -99,14 +62,14 @@ class TrainConfig:
         "module:callable or module:callable(key = value, ...); repeat it for more, in order",
         model=True,
     )
-    max_episode_steps: int | None = _option(
+    max_episode_steps: int | None = option(
         None,
         group=ENVIRONMENT,
         help="end training and evaluation episodes after this many agent steps "
         "(a truncation: the return bootstraps from the value)",
         minimum=1,
     )
-    observation: str = _option(
+    observation: str = option(
         "auto",
         group=ENVIRONMENT,
         help="uint8 observations of the shape (H, W) or (H, W, 1 or 3): frames for the conv "
@@ -114,157 +77,157 @@ class TrainConfig:
         choices=("auto", "frames", "flat"),
         model=True,
     )
-    seed: int = _option(
+    seed: int = option(
         1, group=ENVIRONMENT, help="seed of worker 0; worker k uses seed + k", minimum=0
     )
-    frame_size: int = _option(
+    frame_size: int = option(
         42,
         group=ENVIRONMENT,
         help="image frames are resized to this square (84: the A3C paper's encoder)",
         choices=(42, 84),
         model=True,
     )
-    clip_rewards: bool = _option(
+    clip_rewards: bool = option(
         False,
         group=ENVIRONMENT,
         help="learn from rewards clipped to [-1, 1]; logged scores stay unclipped",
     )
-    life_loss_terminal: bool = _option(
+    life_loss_terminal: bool = option(
         False,
         group=ENVIRONMENT,
         help="Atari: learn as if a lost life ended the episode; logged scores are whole games",
     )
-    normalize_obs: bool = _option(
+    normalize_obs: bool = option(
         True,
         group=ENVIRONMENT,
         help="standardise vector observations with running statistics (kept in checkpoints)",
         model=True,
     )
-    scale_rewards: bool = _option(
+    scale_rewards: bool = option(
         True,
         group=ENVIRONMENT,
         help="learn from rewards divided by the running std of the discounted return",
         model=True,
     )
     # ----------------------------------------------------- rollout, returns and loss
-    workers: int = _option(
+    workers: int = option(
         default_factory=available_cores,
         group=ROLLOUT,
         default_text="CPU cores",
         help="training processes; 0 runs one worker inside the main process, for debugging",
         minimum=0,
     )
-    total_steps: int = _option(
+    total_steps: int = option(
         10_000_000,
         group=ROLLOUT,
         help="training budget in agent steps (an Atari agent step is 4 emulator frames)",
         minimum=1,
     )
-    t_max: int = _option(
+    t_max: int = option(
         5, group=ROLLOUT, help="rollout length between two updates, in agent steps", minimum=1
     )
-    envs_per_worker: int = _option(
+    envs_per_worker: int = option(
         8,
         group=ROLLOUT,
         help="environments each worker steps in lockstep, one batched forward pass for all",
         minimum=1,
     )
-    gamma: float = _option(0.99, group=ROLLOUT, help="discount factor", above=0.0, maximum=1.0)
-    advantage: str = _option(
+    gamma: float = option(0.99, group=ROLLOUT, help="discount factor", above=0.0, maximum=1.0)
+    advantage: str = option(
         "gae",
         group=ROLLOUT,
         help="advantage estimator: generalised advantage estimation or plain n-step returns",
         choices=("gae", "nstep"),
     )
-    gae_lambda: float = _option(
+    gae_lambda: float = option(
         1.0,
         group=ROLLOUT,
         help="GAE lambda (1 equals the n-step advantage)",
         minimum=0.0,
         maximum=1.0,
     )
-    ent_coef: float | None = _option(
+    ent_coef: float | None = option(
         None,
         group=ROLLOUT,
         help="entropy bonus coefficient (beta)",
         default_text="by spaces: 0.05, 0.01 or 0 (docs/defaults.md); 0 with --noisy",
         minimum=0.0,
     )
-    vf_coef: float = _option(0.5, group=ROLLOUT, help="value loss coefficient", above=0.0)
+    vf_coef: float = option(0.5, group=ROLLOUT, help="value loss coefficient", above=0.0)
     # -------------------------------------------------------------------- optimiser
-    optimizer: str = _option(
+    optimizer: str = option(
         "adam",
         group=OPTIMISER,
         help="shared optimiser: Adam, or RMSprop with shared statistics (the A3C paper's)",
         choices=("adam", "rmsprop"),
     )
-    lr: float | None = _option(
+    lr: float | None = option(
         None,
         group=OPTIMISER,
         help="learning rate of the shared optimiser",
         default_text="by spaces: 7e-4 or 2e-4 (docs/defaults.md)",
         above=0.0,
     )
-    lr_decay: bool = _option(
+    lr_decay: bool = option(
         False, group=OPTIMISER, help="decay the learning rate linearly to 0 at total_steps"
     )
-    optimizer_eps: float = _option(
+    optimizer_eps: float = option(
         1e-8, group=OPTIMISER, help="epsilon of Adam or RMSprop", above=0.0
     )
-    rmsprop_alpha: float = _option(
+    rmsprop_alpha: float = option(
         0.99, group=OPTIMISER, help="smoothing constant of RMSprop", above=0.0, maximum=1.0
     )
-    max_grad_norm: float = _option(
+    max_grad_norm: float = option(
         40.0, group=OPTIMISER, help="clip each update's gradient norm to this", above=0.0
     )
     # ------------------------------------------------------------------------ model
-    lstm: bool = _option(
+    lstm: bool = option(
         False,
         group=MODEL,
         help="LSTM core (the Atari presets' choice); without it, the feed-forward A3C FF",
         model=True,
     )
-    hidden_size: int = _option(
+    hidden_size: int = option(
         128,
         group=MODEL,
         help="width of the encoder output and the LSTM",
         minimum=1,
         model=True,
     )
-    conv_channels: int = _option(
+    conv_channels: int = option(
         32,
         group=MODEL,
         help="channels of the four convolutions on 42x42 frames",
         minimum=1,
         model=True,
     )
-    conv_activation: str = _option(
+    conv_activation: str = option(
         "elu",
         group=MODEL,
         help="activation after each of those convolutions",
         choices=("elu", "relu"),
         model=True,
     )
-    precision: str = _option(
+    precision: str = option(
         "auto",
         group=MODEL,
         help="frame encoder's arithmetic; auto: bfloat16 on CPUs that have it natively",
         choices=("auto", "bfloat16", "float32"),
     )
-    policy_std: str = _option(
+    policy_std: str = option(
         "state",
         group=MODEL,
         help="continuous actions: Gaussian std from the state (A3C paper) or learned",
         choices=("state", "learned"),
         model=True,
     )
-    noisy: bool = _option(
+    noisy: bool = option(
         False,
         group=MODEL,
         help="NoisyNet-A3C: learned noise on the policy and value weights, one sample per rollout",
         model=True,
     )
-    noise: str = _option(
+    noise: str = option(
         "independent",
         group=MODEL,
         help="--noisy noise: independent per weight (the paper's A3C choice) or factorised",
@@ -272,7 +235,7 @@ class TrainConfig:
         model=True,
         noisy_only=True,
     )
-    sigma_init: float | None = _option(
+    sigma_init: float | None = option(
         None,
         group=MODEL,
         help="--noisy initial sigma (independent) or sigma_0 (factorised)",
@@ -280,7 +243,7 @@ class TrainConfig:
         minimum=0.0,
         noisy_only=True,
     )
-    noisy_dense: bool = _option(
+    noisy_dense: bool = option(
         False,
         group=MODEL,
         help="--noisy on the dense layers before the heads too (not convolutions or the LSTM)",
@@ -288,62 +251,62 @@ class TrainConfig:
         noisy_only=True,
     )
     # ------------------------------------------------------------------- evaluation
-    eval_interval: int = _option(
+    eval_interval: int = option(
         10_000,
         group=EVALUATION,
         help="evaluate the shared weights every this many agent steps",
         minimum=1,
     )
-    eval_episodes: int = _option(10, group=EVALUATION, help="episodes per evaluation", minimum=1)
-    eval_max_steps: int = _option(
+    eval_episodes: int = option(10, group=EVALUATION, help="episodes per evaluation", minimum=1)
+    eval_max_steps: int = option(
         10_000,
         group=EVALUATION,
         help="cut an evaluation episode after this many agent steps",
         minimum=1,
     )
-    eval_policy: str = _option(
+    eval_policy: str = option(
         "greedy",
         group=EVALUATION,
         help="evaluation actions: the most probable one, or sampled from the policy",
         choices=("greedy", "sample"),
     )
-    eval_noise: bool = _option(
+    eval_noise: bool = option(
         False,
         group=EVALUATION,
         help="--noisy: a new noise sample per evaluation episode, not the mean weights",
         noisy_only=True,
     )
-    target_score: float | None = _option(
+    target_score: float | None = option(
         None, group=EVALUATION, help="stop training once an evaluation's mean score reaches this"
     )
     # ---------------------------------------------------------- checkpoints and run
-    checkpoint_interval: int = _option(
+    checkpoint_interval: int = option(
         100_000,
         group=RUN,
         help="write checkpoints/latest.pt every this many agent steps",
         minimum=1,
     )
-    run_dir: str = _option("runs", group=RUN, help="folder that receives one subfolder per run")
-    max_restarts: int = _option(
+    run_dir: str = option("runs", group=RUN, help="folder that receives one subfolder per run")
+    max_restarts: int = option(
         3,
         group=RUN,
         help="restart crashed workers or the evaluator this many times in a run, then stop",
         minimum=0,
     )
-    max_nonfinite_updates: int = _option(
+    max_nonfinite_updates: int = option(
         10,
         group=RUN,
         help="stop after this many skipped updates in a row (non-finite loss or gradient)",
         minimum=1,
     )
     # ------------------------------------------------------------ several machines
-    sync_interval: float = _option(
+    sync_interval: float = option(
         10.0,
         group=NODES,
         help="seconds between the machines' meetings, which average their weights",
         above=0.0,
     )
-    node_timeout: float = _option(
+    node_timeout: float = option(
         120.0,
         group=NODES,
         help="seconds a machine waits at a meeting for the others",
@@ -432,44 +395,10 @@ class TrainConfig:
                 close = difflib.get_close_matches(name, list(known), n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise UsageError(f"{source}: unknown setting {name!r}{hint}")
-            checked[name] = _coerce(value, hints[name], f"{source}: {name}")
+            checked[name] = coerce(value, hints[name], f"{source}: {name}")
         return dataclasses.replace(self, **checked)
 
 
 def model_settings() -> tuple[str, ...]:
     """The settings that shape the model: a resumed run must keep the saved ones."""
     return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata["model"])
-
-
-def _coerce(value: Any, annotation: Any, where: str) -> Any:
-    """Accept a TOML/JSON value for a field of type `annotation`, or raise `UsageError`."""
-    origin = typing.get_origin(annotation)
-    if origin is dict:
-        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
-            return dict(value)
-        raise UsageError(f"{where} must be a table of KEY = VALUE (got {value!r})")
-    if origin is list:
-        if isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return list(value)
-        raise UsageError(f"{where} must be a list of strings (got {value!r})")
-    allowed = typing.get_args(annotation) or (annotation,)
-    if value is None and type(None) in allowed:
-        return None
-    if bool in allowed:
-        if isinstance(value, bool):
-            return value
-    elif int in allowed:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif float in allowed:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif str in allowed and isinstance(value, str):
-        return value
-    expected = " or ".join(t.__name__ for t in allowed if t is not type(None))
-    raise UsageError(f"{where} must be {expected} (got {value!r})")
-
-
-def flag(name: str) -> str:
-    """The command-line flag of a setting."""
-    return "--" + name.replace("_", "-")

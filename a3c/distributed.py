@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
-from a3c.errors import TrainingFailed, UsageError
+from a3c.errors import TrainingFailed, UsageError, first_line
 from a3c.metrics import RunDirectory
 from a3c.normalize import RunningMeanStd
 from a3c.presets import to_toml
@@ -392,7 +392,7 @@ class GroupRun(Alone):
             self.left = True
             raise TrainingFailed(
                 f"node {self.group.node.rank} lost the other nodes at meeting "
-                f"{self.group.meetings + 1}: {str(error).splitlines()[0]}"
+                f"{self.group.meetings + 1}: {first_line(error)}"
             ) from None
         meeting = dataclasses.replace(
             meeting,

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from a3c.config import GROUPS, RUN, TrainConfig, flag, model_settings
+from a3c.config import TrainConfig, model_settings
 from a3c.errors import UsageError
+from a3c.fields import GROUPS, RUN, flag
 from a3c.presets import find_preset, load_toml
 
 

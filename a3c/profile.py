@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from a3c.config import DEFAULT_ENT_COEF, DEFAULT_LR, TrainConfig
-from a3c.errors import UsageError
+from a3c.errors import UsageError, named
 
 # Importing ale_py registers the Atari ids; saying so keeps every process, spawned
 # workers included, seeing the same registry.
@@ -79,11 +79,7 @@ def registered_id(env_id: str) -> str:
         try:
             importlib.import_module(module)
         except Exception as error:  # whatever the user's module raises, one line names it
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise UsageError(
-                f"--env {env_id}: importing {module} failed: {type(error).__name__}"
-                + (f": {reason}" if reason else "")
-            ) from None
+            raise UsageError(f"--env {env_id}: importing {module} failed: {named(error)}") from None
     check_registered(name, imported=module or None)
     return name
 

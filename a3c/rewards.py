@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from a3c.batches import BatchStep
 from a3c.config import TrainConfig
-from a3c.envs import BatchStep
 from a3c.normalize import REWARD_CLIP, DiscountedReturns, RunningMeanStd
 
 

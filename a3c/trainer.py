@@ -15,10 +15,11 @@ from typing import Any
 
 import torch
 
+from a3c.batches import atari_path
 from a3c.checkpoint import build_checkpoint, save_checkpoint
 from a3c.config import TrainConfig
 from a3c.distributed import join_group
-from a3c.envs import EnvRecipe, atari_path, describe_env
+from a3c.envs import EnvRecipe, describe_env
 from a3c.errors import TrainingDiverged, TrainingFailed
 from a3c.evaluator import Evaluator, run_evaluator
 from a3c.metrics import RunDirectory

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from a3c.batches import make_env_batch
 from a3c.config import TrainConfig
-from a3c.envs import EnvRecipe, make_env_batch
+from a3c.envs import EnvRecipe
 from a3c.errors import TrainingDiverged
 from a3c.loss import LossAverages, LossTerms, Rollout, a3c_loss, apply_gradients
 from a3c.metrics import EpisodeRecord, SkippedUpdate

@@ -53,7 +53,8 @@ PATHS = ("gymnasium", "vector")
 
 # Imported where used, not above: --training-only runs against older a3c versions too.
 def _batch(config: TrainConfig, path: str) -> Any:
-    from a3c.envs import EnvRecipe, GymEnvBatch, describe_env, make_env, make_env_batch
+    from a3c.batches import GymEnvBatch, make_env_batch
+    from a3c.envs import EnvRecipe, describe_env, make_env
 
     recipe = EnvRecipe.of(config)
     profile = describe_env(recipe)

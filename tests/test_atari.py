@@ -12,18 +12,10 @@ import torch
 from helpers import make_shared, only_run, read_csv
 from torch import nn
 
+from a3c.batches import AtariVectorBatch, GymEnvBatch, atari_path, make_env_batch
 from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig, model_settings
-from a3c.envs import (
-    AtariVectorBatch,
-    EnvRecipe,
-    FireAtLifeStart,
-    GymEnvBatch,
-    atari_path,
-    describe_env,
-    make_env,
-    make_env_batch,
-)
+from a3c.envs import EnvRecipe, FireAtLifeStart, describe_env, make_env
 from a3c.errors import UsageError
 from a3c.evaluator import evaluation_envs, play_episodes
 from a3c.host import bfloat16_frames, native_bfloat16

@@ -43,7 +43,7 @@ def test_train_refuses_unknown_config_key(cli, tmp_path: Path) -> None:
 def test_help_is_grouped_by_topic(cli) -> None:
     result = cli.run("a3c-train", "--help")
     assert result.returncode == 0
-    from a3c.config import GROUPS
+    from a3c.fields import GROUPS
 
     positions = [result.stdout.index(f"\n{group}:\n") for group in GROUPS]
     assert positions == sorted(positions)
