@@ -47,6 +47,7 @@ def play(agent: a3c.agent.Agent, seed: int, max_steps: int) -> float:
     return score
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("settings", "raw_observations"),
     [

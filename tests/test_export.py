@@ -17,6 +17,9 @@ import a3c
 from a3c.evaluator import EVAL_SEED_OFFSET, evaluation_envs, play_episodes
 from a3c.export import export_agent
 
+# Each test plays agents trained here for the purpose: end-to-end runs.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 EPISODES = 2
 
