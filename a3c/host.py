@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import platform
+from pathlib import Path
 
 
 def available_cores() -> int:
@@ -27,3 +29,20 @@ def native_bfloat16() -> bool:
 def bfloat16_frames(precision: str) -> bool:
     """Whether `--precision` puts a conv encoder in bfloat16 on this machine."""
     return precision == "bfloat16" or (precision == "auto" and native_bfloat16())
+
+
+def cpu_model() -> str:
+    """The CPU's model name, as the kernel reports it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def describe_host() -> str:
+    """One line for the head of a measurement: what it ran on, and what moves a3c's speed."""
+    bfloat16 = "native bfloat16" if native_bfloat16() else "no native bfloat16 (frames in float32)"
+    return f"CPU: {cpu_model()}, {available_cores()} cores, {bfloat16}"

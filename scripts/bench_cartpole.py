@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from a3c.host import describe_host
+
 
 def first_reaching(eval_csv: Path, target: float) -> tuple[int, float, float] | None:
     """(step, seconds, mean) of the first evaluation whose mean reached `target`."""
@@ -36,6 +38,7 @@ def main() -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("extra", nargs="*", help="more a3c-train flags, after --")
     args = parser.parse_args()
+    print(describe_host(), flush=True)
 
     rows = []
     with tempfile.TemporaryDirectory() as run_root:

@@ -24,6 +24,7 @@ from a3c.checkpoint import load_checkpoint
 from a3c.config import TrainConfig
 from a3c.envs import EnvRecipe, describe_env
 from a3c.evaluator import EVAL_SEED_OFFSET, evaluation_envs, play_episodes
+from a3c.host import describe_host
 from a3c.model import build_model
 from a3c.presets import find_preset, load_toml
 
@@ -35,6 +36,7 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="timings of each way")
     args = parser.parse_args()
+    print(describe_host(), flush=True)
     torch.set_num_threads(1)
     if args.checkpoint:
         checkpoint = load_checkpoint(args.checkpoint)

@@ -10,7 +10,6 @@ microseconds per observation side by side. The first line names the CPU.
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,14 +21,7 @@ import torch
 
 import a3c
 from a3c.export import export_agent
-from a3c.host import native_bfloat16
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
+from a3c.host import describe_host
 
 
 def per_observation(step: Callable[[], object], batch: int, seconds: float) -> float:
@@ -79,7 +71,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"CPU: {cpu_name()}; native bfloat16: {'yes' if native_bfloat16() else 'no'}")
+    print(describe_host(), flush=True)
     import onnxruntime
 
     agent = a3c.load_agent(args.path, greedy=True)

@@ -28,6 +28,7 @@ import torch.multiprocessing as mp
 from a3c.config import TrainConfig
 from a3c.distributed import Node, NodeGroup
 from a3c.envs import EnvRecipe, describe_env
+from a3c.host import describe_host
 from a3c.model import build_model
 from a3c.presets import find_preset, load_toml
 from a3c.sharing import SharedObjects
@@ -90,6 +91,7 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=100e-6, help="seconds per ring step")
     parser.add_argument("--sync-interval", type=float, default=TrainConfig.sync_interval)
     args = parser.parse_args()
+    print(describe_host(), flush=True)
     context = mp.get_context("spawn")
     results = context.Queue()
     port = _free_port()

@@ -36,6 +36,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from a3c.host import describe_host
 from a3c.metrics import EvalRecord
 from a3c.plot import read_csv
 
@@ -300,6 +301,7 @@ def main() -> int:
     parser.add_argument("--sb3-child", help=argparse.SUPPRESS)
     parser.add_argument("flags", nargs="*", help="a3c-train flags, after --")
     args = parser.parse_args()
+    print(describe_host(), flush=True)
 
     if args.sb3_child:
         env, seed, seconds, task, keep = json.loads(args.sb3_child)

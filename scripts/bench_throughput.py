@@ -44,9 +44,14 @@ from a3c.config import TrainConfig
 from a3c.trainer import Trainer
 
 try:
+    from a3c.host import describe_host
     from a3c.presets import find_preset, load_toml
-except ImportError:  # an a3c from before presets had a module of their own
+except ImportError:  # an a3c from before presets and host facts had modules of their own
     from a3c.config import find_preset, load_toml  # type: ignore[attr-defined,no-redef]
+
+    def describe_host() -> str:
+        return "CPU: not named by this a3c (run the script from a newer one to see it)"
+
 
 PATHS = ("gymnasium", "vector")
 
@@ -210,6 +215,7 @@ def main() -> int:
     parser.add_argument("--training-only", action="store_true")
     parser.add_argument("--precision", nargs="+", choices=("auto", "bfloat16", "float32"))
     args = parser.parse_args()
+    print(describe_host(), flush=True)
 
     preset = find_preset(args.env)
     base = TrainConfig(env=args.env)

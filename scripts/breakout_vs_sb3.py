@@ -40,6 +40,7 @@ from typing import Any
 
 from bench_suite import evaluation_record, train_for, write_eval_csv  # same folder
 
+from a3c.host import describe_host
 from a3c.plot import plot_runs, read_csv
 
 ENV = "BreakoutNoFrameskip-v4"
@@ -203,6 +204,7 @@ def main() -> int:
                         help="no training: play SB3's saved snapshots again")  # fmt: skip
     parser.add_argument("train_args", nargs="*", help="more a3c-train flags, after --")
     args = parser.parse_args()
+    print(describe_host(), flush=True)
     if args.reevaluate:
         reevaluate_sb3(args.out / "sb3-a2c", args.seed)
     elif not args.report:
