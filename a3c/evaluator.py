@@ -307,8 +307,7 @@ def evaluate_checkpoint(
     # Opened before playing, so a missing renderer or codec is reported at once.
     with contextlib.ExitStack() as cleanup:
         replay = _open_replay(config, video, cleanup) if video is not None else None
-        recipe = EnvRecipe.of(config)
-        envs = evaluation_envs(recipe, episodes, "a3c-eval")
+        envs = evaluation_envs(agent.recipe, episodes, "a3c-eval")
         for env in envs:
             cleanup.callback(env.close)
         scores = play_episodes(

@@ -272,7 +272,3 @@ class SharedObjects:
 
 # One machine: updates take no lock (Hogwild); `update_locks` serve several machines.
 NO_LOCK = contextlib.nullcontext()
-
-
-# One machine: updates take no lock (Hogwild); `update_locks` serve several machines.
-NO_LOCK = contextlib.nullcontext()
