@@ -1,24 +1,33 @@
-"""a3c against Stable-Baselines3's A2C, each with its own defaults, for the same wall time.
+"""a3c against its peers on the vector environments, for the same wall time on the same cores.
 
     pip install -e ".[bench,box2d]"
-    python scripts/bench_suite.py                        # the five environments, seeds 1 2 3
+    python scripts/bench_suite.py --envs CartPole-v1 --minutes 1 --preset \
+        --sides a3c a3c-no-preset ppo-zoo a2c-zoo          # docs/peers.md
     python scripts/bench_suite.py --envs CartPole-v1 --seeds 1 2 3 4 5 --minutes 2
     python scripts/bench_suite.py --sides a3c --envs LunarLander-v3 -- --lr 3e-4
     python scripts/bench_suite.py --report runs/suite/results.jsonl
     python scripts/bench_suite.py --envs Pendulum-v1 InvertedPendulum-v5 --preset   # continuous
 
-For each environment and seed, runs the real `a3c-train --env ENV --no-preset --seed S`
-(2 workers on a 2-core machine by its default; no other flag unless given after --; with
---preset, the env's shipped preset instead of --no-preset) and
-SB3's A2C (MlpPolicy, 8 environments, every other setting SB3's default), alternating
-which goes first from seed to seed. Each side gets the same wall time counted the same
-way: from after the imports, evaluations included. a3c evaluates in its own process every
-10,000 agent steps; SB3 is paused every 10,000 steps for the same 10 greedy episodes. At
-the end each side's final weights play the final evaluation (10 greedy episodes; 100 for
-FrozenLake, whose score is a success rate). Every result is appended to --out as one JSON
-line, so a long suite can run in parts and be summarised with --report. With --curves DIR,
-each run's evaluations land in DIR/ENV/SIDE-seedS/eval.csv (a3c's run folder logs, and
-SB3's evaluations in the same columns), so `a3c-plot` draws both sides in one figure.
+Sides, run one after the other for each environment and seed, their order rotating from
+seed to seed:
+- `a3c`: the real `a3c-train --env ENV --no-preset --seed S` (2 workers on a 2-core
+  machine by its default; no other flag unless given after --). With --preset, the env's
+  shipped preset instead of --no-preset: what `a3c-train --env ENV` with no flag runs.
+- `a3c-no-preset`: the same with --no-preset always, to check a preset against the
+  built-in defaults in one run.
+- `ppo-zoo`, `a2c-zoo`: Stable-Baselines3's PPO and A2C with rl-baselines3-zoo's tuned
+  settings for the env, built by the zoo itself (scripts/peers.py).
+- `sb3-a2c`: SB3's A2C with its defaults (MlpPolicy, 8 environments).
+
+Each side gets the same wall time counted the same way: from after the imports,
+evaluations included. a3c evaluates in its own process every 10,000 agent steps (5,000
+in the CartPole preset); SB3 is paused every 10,000 steps for 10 episodes by its rules
+(greedy; the zoo's with its observation statistics). At the end each side's final weights
+play the final evaluation (10 episodes; 100 for FrozenLake, whose score is a success
+rate). Every result is appended to --out as one JSON line, so a long suite can run in
+parts and be summarised with --report. With --curves DIR, each run's evaluations land in
+DIR/ENV/SIDE-seedS/eval.csv (a3c's run folder logs, and SB3's evaluations in the same
+columns), so `a3c-plot` draws the sides in one figure.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from peers import ZOO_SIDES, zoo_evaluate, zoo_experiment, zoo_learn  # same folder
+
 from a3c.host import describe_host
 from a3c.metrics import EvalRecord
 from a3c.plot import read_csv
@@ -52,6 +63,7 @@ class Task:
 
 TASKS = {
     "CartPole-v1": Task(475.0, 2.0, 10),
+    "Acrobot-v1": Task(-100.0, 5.0, 10),
     "LunarLander-v3": Task(200.0, 10.0, 10),
     "Taxi-v4": Task(7.0, 5.0, 10),
     "FrozenLake-v1": Task(0.7, 5.0, 100),
@@ -67,6 +79,7 @@ DEFAULT_ENVS = ["CartPole-v1", "LunarLander-v3", "Taxi-v4", "FrozenLake-v1", "Mo
 EVAL_EVERY = 10_000  # agent steps between two evaluations while training, both sides
 EVAL_EPISODES = 10
 SB3_ENVS = 8
+SIDES = ["a3c", "ppo-zoo", "a2c-zoo", "a3c-no-preset", "sb3-a2c"]
 
 
 @dataclass
@@ -118,6 +131,7 @@ def run_a3c(
     task: Task,
     preset: bool,
     curves: Path | None = None,
+    side: str = "a3c",
 ) -> Result:
     """The real a3c-train, stopped with SIGTERM once `seconds` have passed since its trainer
     started (its run folder appears then, after the imports)."""
@@ -128,7 +142,7 @@ def run_a3c(
             command.append("--no-preset")
         command += ["--run-dir", str(runs), "--quiet", *flags]
         run = train_for(command, runs, seconds)
-        keep = curve_folder(curves, env, "a3c", seed)
+        keep = curve_folder(curves, env, side, seed)
         if keep is not None:
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(run, keep, ignore=shutil.ignore_patterns("checkpoints", "events.*"))
@@ -149,7 +163,7 @@ def run_a3c(
         last = evaluations[-1] if evaluations else {"seconds": 0.0}
         return Result(
             env=env,
-            side="a3c",
+            side=side,
             seed=seed,
             seconds=round(float(last["seconds"]), 1),
             steps=int(report["step"]),
@@ -164,10 +178,12 @@ def run_a3c(
 # ------------------------------------------------------------------------- SB3's A2C
 
 
-def run_sb3(env: str, seed: int, seconds: float, task: Task, curves: Path | None = None) -> Result:
-    """SB3's A2C in a child process, so its imports and threads stay out of this one."""
-    keep = curve_folder(curves, env, "sb3-a2c", seed)
-    payload = [env, seed, seconds, asdict(task), None if keep is None else str(keep)]
+def run_sb3(
+    side: str, env: str, seed: int, seconds: float, task: Task, curves: Path | None = None
+) -> Result:
+    """An SB3 side in a child process, so its imports and threads stay out of this one."""
+    keep = curve_folder(curves, env, side, seed)
+    payload = [side, env, seed, seconds, asdict(task), None if keep is None else str(keep)]
     child = subprocess.run(
         [sys.executable, __file__, "--sb3-child", json.dumps(payload)],
         capture_output=True,
@@ -178,7 +194,54 @@ def run_sb3(env: str, seed: int, seconds: float, task: Task, curves: Path | None
     return Result(**json.loads(child.stdout.strip().splitlines()[-1]))
 
 
-def sb3_child(env_id: str, seed: int, seconds: float, task: Task, keep: Path | None) -> Result:
+def sb3_child(
+    side: str, env_id: str, seed: int, seconds: float, task: Task, keep: Path | None
+) -> Result:
+    if side in ZOO_SIDES:
+        return zoo_child(side, env_id, seed, seconds, task, keep)
+    return sb3_defaults_child(env_id, seed, seconds, task, keep)
+
+
+def zoo_child(
+    side: str, env_id: str, seed: int, seconds: float, task: Task, keep: Path | None
+) -> Result:
+    """SB3 with rl-baselines3-zoo's settings for `env_id`, evaluated every EVAL_EVERY
+    agent steps on its own clock."""
+    curve: list[EvalRecord] = []
+    with tempfile.TemporaryDirectory(prefix="a3c-zoo-") as folder:
+        manager, model = zoo_experiment(ZOO_SIDES[side], env_id, seed, Path(folder))
+        next_evaluation = [EVAL_EVERY]
+
+        def due(_clock: float) -> bool:
+            return model.num_timesteps >= next_evaluation[0]
+
+        def evaluate(clock: float) -> float:
+            scores, lengths = zoo_evaluate(manager, model, EVAL_EPISODES, seed + 1_000_000)
+            curve.append(evaluation_record(int(model.num_timesteps), clock, scores, lengths))
+            next_evaluation[0] += EVAL_EVERY
+            return 0.0  # evaluations count on the side's clock, as a3c's do
+
+        trained = zoo_learn(manager, model, seconds, due, evaluate)
+        final, _ = zoo_evaluate(manager, model, task.final_episodes, seed + 2_000_000)
+    if keep is not None:
+        write_eval_csv(keep / "eval.csv", curve)
+    solved = next((r for r in curve if r.mean >= task.solved), None)
+    return Result(
+        env=env_id,
+        side=side,
+        seed=seed,
+        seconds=round(trained, 1),
+        steps=int(model.num_timesteps),
+        solved_seconds=None if solved is None else round(solved.seconds, 1),
+        solved_steps=None if solved is None else solved.step,
+        final_mean=statistics.fmean(final),
+        flags=[],
+    )
+
+
+def sb3_defaults_child(
+    env_id: str, seed: int, seconds: float, task: Task, keep: Path | None
+) -> Result:
     from stable_baselines3 import A2C
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -263,8 +326,8 @@ def summary(results: list[Result]) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for env in dict.fromkeys(r.env for r in results):
-        for side in ("a3c", "sb3-a2c"):
-            runs = [r for r in results if r.env == env and r.side == side]
+        for side in dict.fromkeys(label(r) for r in results):
+            runs = [r for r in results if r.env == env and label(r) == side]
             if not runs:
                 continue
             done = [r for r in runs if r.solved_seconds is not None]
@@ -280,6 +343,13 @@ def summary(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
+def label(result: Result) -> str:
+    """The side as the table names it: an a3c run says whether it took the preset."""
+    if result.side == "a3c":
+        return "a3c (preset)" if result.preset else "a3c --no-preset"
+    return "a3c --no-preset" if result.side == "a3c-no-preset" else result.side
+
+
 def _cell(value: float | None, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
@@ -291,7 +361,7 @@ def main() -> int:
     parser.add_argument(
         "--minutes", type=float, default=None, help="wall time per run (default: per env)"
     )
-    parser.add_argument("--sides", nargs="+", default=["a3c", "sb3-a2c"])
+    parser.add_argument("--sides", nargs="+", default=SIDES[:3], choices=SIDES)
     parser.add_argument(
         "--preset", action="store_true", help="a3c uses the env's shipped preset, if any"
     )
@@ -304,8 +374,10 @@ def main() -> int:
     print(describe_host(), flush=True)
 
     if args.sb3_child:
-        env, seed, seconds, task, keep = json.loads(args.sb3_child)
-        result = sb3_child(env, seed, seconds, Task(**task), None if keep is None else Path(keep))
+        side, env, seed, seconds, task, keep = json.loads(args.sb3_child)
+        result = sb3_child(
+            side, env, seed, seconds, Task(**task), None if keep is None else Path(keep)
+        )
         print(json.dumps(asdict(result)))
         return 0
     if args.report:
@@ -319,12 +391,15 @@ def main() -> int:
         task = TASKS[env]
         seconds = 60 * (args.minutes if args.minutes is not None else task.minutes)
         for number, seed in enumerate(args.seeds):
-            sides = args.sides if number % 2 == 0 else list(reversed(args.sides))
-            for side in sides:
-                if side == "a3c":
-                    result = run_a3c(env, seed, seconds, args.flags, task, args.preset, args.curves)
+            shift = number % len(args.sides)
+            for side in args.sides[shift:] + args.sides[:shift]:
+                if side.startswith("a3c"):
+                    preset = args.preset and side == "a3c"
+                    result = run_a3c(
+                        env, seed, seconds, args.flags, task, preset, args.curves, side
+                    )
                 else:
-                    result = run_sb3(env, seed, seconds, task, args.curves)
+                    result = run_sb3(side, env, seed, seconds, task, args.curves)
                 results.append(result)
                 with args.out.open("a") as file:
                     file.write(json.dumps(asdict(result)) + "\n")
