@@ -49,6 +49,9 @@ class RunningMeanStd(nn.Module):
         """Merge a batch [N, *shape] into the statistics, in place."""
         values = torch.as_tensor(np.asarray(batch), dtype=torch.float64)
         values = values.reshape(-1, *self.mean.shape)
+        # A non-finite sample (a faulty environment's NaN reward) would poison the shared
+        # statistics, and with them every worker's inputs or rewards, for good.
+        values = values[torch.isfinite(values.reshape(values.shape[0], -1)).all(1)]
         n = values.shape[0]
         if n == 0:
             return
@@ -89,5 +92,6 @@ class DiscountedReturns:
         """Add one step's rewards [K]; returns the returns [K], then restarts ended ones."""
         self.returns = self.returns * self.gamma + rewards
         seen = self.returns.copy()
+        self.returns[~np.isfinite(self.returns)] = 0.0  # a NaN reward ends no episode
         self.returns[episode_end] = 0.0
         return seen

@@ -54,6 +54,18 @@ def _merge_batches(stats: RunningMeanStd, seed: int, batches: int) -> None:
         stats.update(rng.normal([3.0, -1.0], [2.0, 0.5], size=(80, 2)))
 
 
+def test_a_non_finite_sample_leaves_the_statistics_and_the_returns_finite() -> None:
+    stats = RunningMeanStd((2,))
+    stats.update(np.array([[1.0, 2.0], [np.nan, 0.0], [3.0, np.inf], [3.0, 4.0]]))
+    assert stats.count.item() == 2
+    assert np.allclose(stats.mean.numpy(), [2.0, 3.0])
+    returns = DiscountedReturns(2, gamma=0.5)
+    seen = returns.step(np.array([np.nan, 1.0]), np.array([False, False]))
+    assert np.isnan(seen[0]) and seen[1] == 1.0
+    after = returns.step(np.array([2.0, 2.0]), np.array([False, False]))
+    assert after.tolist() == [2.0, 2.5]
+
+
 def test_workers_merging_at_once_without_a_lock_keep_the_statistics_right() -> None:
     """Workers merge lock-free (a lock a killed worker held would stall the run): two
     processes merging without pause lose some counts to each other, but the mean and
