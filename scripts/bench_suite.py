@@ -20,8 +20,8 @@ seed to seed:
 - `sb3-a2c`: SB3's A2C with its defaults (MlpPolicy, 8 environments).
 
 Each side gets the same wall time counted the same way: from after the imports,
-evaluations included. a3c evaluates in its own process every 10,000 agent steps (5,000
-in the CartPole preset); SB3 is paused every 10,000 steps for 10 episodes by its rules
+evaluations included. a3c evaluates in its own process every 10,000 agent steps (its
+default); SB3 is paused every 10,000 steps for 10 episodes by its rules
 (greedy; the zoo's with its observation statistics). At the end each side's final weights
 play the final evaluation (10 episodes; 100 for FrozenLake, whose score is a success
 rate). Every result is appended to --out as one JSON line, so a long suite can run in

@@ -48,15 +48,6 @@ def zoo_experiment(algo: str, env_id: str, seed: int, folder: Path) -> tuple[Any
     return manager, model
 
 
-def zoo_settings(algo: str, env_id: str) -> dict[str, Any]:
-    """The zoo's entry for `env_id` (or `atari`), as its file has it, for the reports."""
-    import rl_zoo3
-    import yaml
-
-    table = yaml.safe_load((Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml").open())
-    return dict(table.get(env_id) or table["atari"])
-
-
 def zoo_learn(
     manager: Any,
     model: Any,
