@@ -23,11 +23,11 @@ Each side gets the same wall time counted the same way: from after the imports,
 evaluations included. a3c evaluates in its own process every 10,000 agent steps (its
 default); SB3 is paused every 10,000 steps for 10 episodes by its rules
 (greedy; the zoo's with its observation statistics). At the end each side's final weights
-play the final evaluation (10 episodes; 100 for FrozenLake, whose score is a success
-rate). Every result is appended to --out as one JSON line, so a long suite can run in
-parts and be summarised with --report. With --curves DIR, each run's evaluations land in
-DIR/ENV/SIDE-seedS/eval.csv (a3c's run folder logs, and SB3's evaluations in the same
-columns), so `a3c-plot` draws the sides in one figure.
+play the final evaluation (10 episodes, or --final-episodes; 100 for FrozenLake, whose
+score is a success rate). Every result is appended to --out as one JSON line, so a long
+suite can run in parts and be summarised with --report. With --curves DIR, each run's
+evaluations land in DIR/ENV/SIDE-seedS/eval.csv (a3c's run folder logs, and SB3's
+evaluations in the same columns), so `a3c-plot` draws the sides in one figure.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from peers import ZOO_SIDES, zoo_evaluate, zoo_experiment, zoo_learn  # same folder
@@ -78,6 +78,10 @@ TASKS = {
 DEFAULT_ENVS = ["CartPole-v1", "LunarLander-v3", "Taxi-v4", "FrozenLake-v1", "MountainCar-v0"]
 EVAL_EVERY = 10_000  # agent steps between two evaluations while training, both sides
 EVAL_EPISODES = 10
+# The final evaluation's episode i starts from reset(seed=S + FINAL_SEEDS + i) on every side
+# but sb3-a2c, so the sides' finals play the same starts (on Acrobot, the starts alone move
+# a 10-episode mean by about 3 points: docs/peers.md).
+FINAL_SEEDS = 2_000_000
 SB3_ENVS = 8
 SIDES = ["a3c", "ppo-zoo", "a2c-zoo", "a3c-no-preset", "sb3-a2c"]
 
@@ -94,6 +98,27 @@ class Result:
     final_mean: float
     flags: list[str]
     preset: bool = False  # a3c ran with the env's shipped preset, not --no-preset
+    final_episodes: int | None = None  # episodes of the final evaluation (older files: None)
+
+
+def first_solved(curve: list[EvalRecord], score: float) -> tuple[float | None, int | None]:
+    """Seconds and agent steps of the first evaluation whose mean reached `score`."""
+    solved = next((r for r in curve if r.mean >= score), None)
+    return (None, None) if solved is None else (round(solved.seconds, 1), solved.step)
+
+
+def read_eval_row(row: dict[str, str]) -> EvalRecord:
+    """One row of an eval.csv as a3c's evaluator wrote it."""
+    return EvalRecord(
+        step=int(row["step"]),
+        seconds=float(row["seconds"]),
+        mean=float(row["mean"]),
+        std=float(row["std"]),
+        min=float(row["min"]),
+        max=float(row["max"]),
+        mean_length=float(row["mean_length"]),
+        episodes=int(row["episodes"]),
+    )
 
 
 # ------------------------------------------------------------------------------- a3c
@@ -146,32 +171,33 @@ def run_a3c(
         if keep is not None:
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(run, keep, ignore=shutil.ignore_patterns("checkpoints", "events.*"))
-        evaluations = read_csv(run / "eval.csv")
-        solved = next((r for r in evaluations if float(r["mean"]) >= task.solved), None)
+        curve = [read_eval_row(row) for row in read_csv(run / "eval.csv")]
+        solved_seconds, solved_steps = first_solved(curve, task.solved)
         played = subprocess.run(
             [
                 str(BIN / "a3c-eval"),
                 str(run / "checkpoints" / "latest.pt"),
                 "--json",
                 *("--episodes", str(task.final_episodes)),
+                *("--seed", str(seed + FINAL_SEEDS)),
             ],
             capture_output=True,
             text=True,
             check=True,
         )
         report = json.loads(played.stdout)
-        last = evaluations[-1] if evaluations else {"seconds": 0.0}
         return Result(
             env=env,
             side=side,
             seed=seed,
-            seconds=round(float(last["seconds"]), 1),
+            seconds=round(curve[-1].seconds, 1) if curve else 0.0,
             steps=int(report["step"]),
-            solved_seconds=None if solved is None else float(solved["seconds"]),
-            solved_steps=None if solved is None else int(solved["step"]),
+            solved_seconds=solved_seconds,
+            solved_steps=solved_steps,
             final_mean=float(report["mean"]),
             flags=flags,
             preset=preset,
+            final_episodes=task.final_episodes,
         )
 
 
@@ -222,20 +248,21 @@ def zoo_child(
             return 0.0  # evaluations count on the side's clock, as a3c's do
 
         trained = zoo_learn(manager, model, seconds, due, evaluate)
-        final, _ = zoo_evaluate(manager, model, task.final_episodes, seed + 2_000_000)
+        final, _ = zoo_evaluate(manager, model, task.final_episodes, seed + FINAL_SEEDS)
     if keep is not None:
         write_eval_csv(keep / "eval.csv", curve)
-    solved = next((r for r in curve if r.mean >= task.solved), None)
+    solved_seconds, solved_steps = first_solved(curve, task.solved)
     return Result(
         env=env_id,
         side=side,
         seed=seed,
         seconds=round(trained, 1),
         steps=int(model.num_timesteps),
-        solved_seconds=None if solved is None else round(solved.seconds, 1),
-        solved_steps=None if solved is None else solved.step,
+        solved_seconds=solved_seconds,
+        solved_steps=solved_steps,
         final_mean=statistics.fmean(final),
         flags=[],
+        final_episodes=task.final_episodes,
     )
 
 
@@ -249,7 +276,6 @@ def sb3_defaults_child(
     start = time.monotonic()
     model = A2C("MlpPolicy", make_vec_env(env_id, n_envs=SB3_ENVS, seed=seed), seed=seed)
     evaluation_env = make_vec_env(env_id, n_envs=1, seed=seed + 1_000_000)
-    solved: tuple[float, int] | None = None
     curve: list[EvalRecord] = []
     while time.monotonic() - start < seconds:
         model.learn(EVAL_EVERY, reset_num_timesteps=False)
@@ -264,24 +290,24 @@ def sb3_defaults_child(
             int(model.num_timesteps), time.monotonic() - start, scores, lengths
         )
         curve.append(record)
-        if solved is None and record.mean >= task.solved:
-            solved = (time.monotonic() - start, model.num_timesteps)
     trained = time.monotonic() - start
     if keep is not None:
         write_eval_csv(keep / "eval.csv", curve)
     final, _ = evaluate_policy(
         model, evaluation_env, n_eval_episodes=task.final_episodes, deterministic=True
     )
+    solved_seconds, solved_steps = first_solved(curve, task.solved)
     return Result(
         env=env_id,
         side="sb3-a2c",
         seed=seed,
         seconds=round(trained, 1),
         steps=int(model.num_timesteps),
-        solved_seconds=None if solved is None else round(solved[0], 1),
-        solved_steps=None if solved is None else solved[1],
+        solved_seconds=solved_seconds,
+        solved_steps=solved_steps,
         final_mean=float(final),
         flags=[],
+        final_episodes=task.final_episodes,
     )
 
 
@@ -365,6 +391,12 @@ def main() -> int:
     parser.add_argument(
         "--preset", action="store_true", help="a3c uses the env's shipped preset, if any"
     )
+    parser.add_argument(
+        "--final-episodes",
+        type=int,
+        help="episodes of the final evaluation (default: per env); 100 tells policies a few "
+        "points apart from the starts' luck",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/suite/results.jsonl"))
     parser.add_argument("--report", type=Path, nargs="+", help="only summarise these files")
     parser.add_argument("--curves", type=Path, help="keep every run's eval.csv here, for a3c-plot")
@@ -389,6 +421,8 @@ def main() -> int:
     results = []
     for env in args.envs:
         task = TASKS[env]
+        if args.final_episodes is not None:
+            task = replace(task, final_episodes=args.final_episodes)
         seconds = 60 * (args.minutes if args.minutes is not None else task.minutes)
         for number, seed in enumerate(args.seeds):
             shift = number % len(args.sides)

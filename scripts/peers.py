@@ -85,8 +85,10 @@ def zoo_evaluate(
 ) -> tuple[list[float], list[int]]:
     """`episodes` whole episodes by the zoo's rules: greedy actions except on Atari and
     MiniGrid, where `enjoy.py` samples them; observation statistics from training, rewards
-    unnormalised; scores as Monitor counts them (whole games, unclipped). `seed` picks the
-    episodes' starts."""
+    unnormalised; scores as Monitor counts them (whole games, unclipped). Outside Atari,
+    episode i starts from reset(seed=seed + i), as `a3c-eval --seed` plays them, so two
+    sides given the same seed play the same starts; Atari's 10 parallel games take seeds
+    seed to seed + 9 once."""
     import torch
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import sync_envs_normalization
@@ -95,19 +97,25 @@ def zoo_evaluate(
         environment = manager.create_envs(
             min(episodes, 10) if manager._is_atari else 1, eval_env=True
         )
-    environment.seed(seed)
     if model.get_env() is not None:
         sync_envs_normalization(model.get_env(), environment)
     torch.manual_seed(seed)  # SB3 samples its actions from torch's global generator
-    scores, lengths = evaluate_policy(
-        model,
-        environment,
-        n_eval_episodes=episodes,
-        deterministic=manager.deterministic_eval,
-        return_episode_rewards=True,
-    )
+    batches = [(seed, episodes)] if manager._is_atari else [(seed + i, 1) for i in range(episodes)]
+    scores: list[float] = []
+    lengths: list[int] = []
+    for first_seed, count in batches:
+        environment.seed(first_seed)  # taken by evaluate_policy's reset
+        batch_scores, batch_lengths = evaluate_policy(
+            model,
+            environment,
+            n_eval_episodes=count,
+            deterministic=manager.deterministic_eval,
+            return_episode_rewards=True,
+        )
+        scores += [float(s) for s in batch_scores]
+        lengths += [int(n) for n in batch_lengths]
     environment.close()
-    return [float(s) for s in scores], [int(n) for n in lengths]
+    return scores, lengths
 
 
 # ----------------------------------------------------------------------- Sample Factory

@@ -272,10 +272,11 @@ def test_ctrl_c_on_one_node_stops_the_group_on_the_same_weights(cli: Cli, tmp_pa
 
 
 @pytest.mark.slow
-def test_cartpole_learns_on_two_nodes_of_one_worker(cli: Cli, tmp_path: Path) -> None:
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_cartpole_learns_on_nodes_of_one_worker(cli: Cli, tmp_path: Path, nodes: int) -> None:
     flags = ["--env", "CartPole-v1", "--total-steps", "200000", "--sync-interval", "2",
              "--target-score", "475", "--quiet"]  # fmt: skip
-    finish(start_nodes(cli, tmp_path, *flags, node_flags=[[], []]))
+    finish(start_nodes(cli, tmp_path, *flags, node_flags=[[]] * nodes))
     leader, others = run_folders(tmp_path)
     evals = read_csv(leader / "eval.csv")
     assert max(float(row["mean"]) for row in evals) >= 475
