@@ -41,6 +41,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from bench_suite import evaluation_record, train_for, write_eval_csv  # same folder
 from peers import ZOO_SIDES, run_sample_factory, zoo_evaluate, zoo_experiment, zoo_learn
@@ -94,18 +95,24 @@ def zoo_child(side: str, env: str, out: Path, seconds: float, snapshot: float, s
         return time.monotonic() - started
 
     trained = zoo_learn(manager, model, seconds, due, save)
-    save(trained)
-    evaluate_zoo(side, env, out, saved, seed)
+    if not saved or saved[-1][0] != model.num_timesteps:  # the last mark may have saved it
+        save(trained)
+    evaluate_zoo(side, manager, type(model), out, saved, seed)
 
 
 def evaluate_zoo(
-    side: str, env: str, out: Path, snapshots: list[tuple[int, float]], seed: int
+    side: str,
+    manager: Any,
+    algorithm: Any,
+    out: Path,
+    snapshots: list[tuple[int, float]],
+    seed: int,
 ) -> None:
-    """Play snapshot i of `out`/snapshots (taken at (step, seconds) `snapshots[i]`)."""
-    manager, model = zoo_experiment(ZOO_SIDES[side], env, seed, out / "zoo")
+    """Play snapshot i of `out`/snapshots (taken at (step, seconds) `snapshots[i]`), an
+    `algorithm` model, in evaluation envs the training run's zoo `manager` builds."""
     records = []
     for index, (step, at) in enumerate(snapshots):
-        played = type(model).load(out / "snapshots" / f"{index:03d}.zip", device="cpu")
+        played = algorithm.load(out / "snapshots" / f"{index:03d}.zip", device="cpu")
         scores, lengths = zoo_evaluate(manager, played, EVAL_EPISODES, seed + 1_000_000)
         records.append(evaluation_record(step, at, scores, lengths))
         print(f"{side}: evaluation at {at / 60:.1f} min: {records[-1].mean:.1f}", flush=True)
