@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_cartpole import first_reaching  # same folder
+
 from a3c.host import describe_host
 from a3c.plot import read_csv
 
@@ -170,11 +172,6 @@ def evaluation_table(run: Path) -> str:
     return "\n".join(lines)
 
 
-def first_reached(rows: list[dict[str, str]], target: float) -> int | None:
-    """Index of the first evaluation whose mean reached `target`."""
-    return next((i for i, row in enumerate(rows) if float(row["mean"]) >= target), None)
-
-
 def window_mean(rows: list[dict[str, str]], window: tuple[float, float]) -> tuple[float, int]:
     start, end = window
     inside = [float(r["mean"]) for r in rows if start <= float(r["seconds"]) / 60 <= end]
@@ -198,7 +195,7 @@ def summary_table(runs: list[Path], target: float, window: tuple[float, float]) 
         means = [float(row["mean"]) for row in rows]
         # Steps per second up to the last evaluation: the whole run's pace, evaluations included.
         rate = steps[-1] / (minutes[-1] * 60)
-        reached = first_reached(rows, target)
+        reached = next((i for i, mean in enumerate(means) if mean >= target), None)
         if reached is None:
             first, after = "not reached", ""
         else:
@@ -219,12 +216,11 @@ def spread(runs: list[Path], target: float, window: tuple[float, float]) -> str:
     reached_at = []  # (minutes, agent steps) of each run's first evaluation ≥ target
     held = 0
     for run in runs:
-        rows = read_csv(run / "eval.csv")
-        index = first_reached(rows, target)
-        if index is not None:
-            row = rows[index]
-            reached_at.append((float(row["seconds"]) / 60, int(row["step"])))
-        held += window_mean(rows, window)[0] >= target
+        reached = first_reaching(run / "eval.csv", target)
+        if reached is not None:
+            step, seconds, _ = reached
+            reached_at.append((seconds / 60, step))
+        held += window_mean(read_csv(run / "eval.csv"), window)[0] >= target
     lines = [f"reached {target:g}: {len(reached_at)} of {len(runs)} runs; held it over "
              f"minutes {window[0]:g} to {window[1]:g}: {held} of {len(runs)}"]  # fmt: skip
     if len(reached_at) == len(runs):
