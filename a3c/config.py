@@ -306,6 +306,13 @@ class TrainConfig:
         help="seconds between the machines' meetings, which average their weights",
         above=0.0,
     )
+    outer_lr: float = option(
+        1.0,
+        group=NODES,
+        help="a meeting's step along the mean of the machines' changes: 1 averages their "
+        "weights, the machine count adds every change in full",
+        above=0.0,
+    )
     node_timeout: float = option(
         120.0,
         group=NODES,

@@ -3,11 +3,13 @@
 Each node (one `a3c-train` process under `torchrun`) trains as on one machine: its own
 workers, shared model and shared optimiser. Every `sync_interval` seconds the nodes meet:
 each contributes how far its weights moved since the last meeting, one `all_reduce` sums
-those changes, and every node continues from the last agreed weights plus the mean change,
-bit for bit the same on every node. That is model averaging (parameter mixing, McDonald
-et al. 2010; local SGD, Lin et al. 2018), with the optimiser's state kept on each node as
-DiLoCo does (Douillard et al. 2023, whose outer step with learning rate 1 and no momentum
-is this mean). docs/distributed.md says why the mean and not the sum.
+those changes, and every node continues from the last agreed weights plus `outer_lr` times
+the mean change, bit for bit the same on every node. With `outer_lr` 1 (the default) that
+is model averaging (parameter mixing, McDonald et al. 2010; local SGD, Lin et al. 2018),
+with the optimiser's state kept on each node as DiLoCo does (Douillard et al. 2023, whose
+outer step with learning rate 1 and no momentum is this mean); with the node count it is
+the sum of the changes, as Hogwild applies every worker's update in full.
+docs/distributed.md says what each costs.
 
 A meeting holds every local worker's update lock, so no optimiser step is halfway through
 a parameter while the meeting reads or writes it; the workers go on playing and computing
@@ -145,8 +147,9 @@ def _store_of_this_start(node: Node, timeout: timedelta) -> dist.Store | None:
 class NodeGroup:
     """This node's side of the group: the start, the meetings and the end."""
 
-    def __init__(self, node: Node, timeout_s: float) -> None:
+    def __init__(self, node: Node, timeout_s: float, outer_lr: float = 1.0) -> None:
         self.node = node
+        self.outer_lr = outer_lr
         timeout = timedelta(seconds=timeout_s)
         dist.init_process_group(
             "gloo",
@@ -226,9 +229,9 @@ class NodeGroup:
             moment_change = moments - base_moments
             dist.all_reduce(change)
             dist.all_reduce(moment_change)
-            # The mean change: every node applied a full optimiser step per update, so the
-            # sum would move N times as far as any one node went.
-            weights = base_weights + change / self.node.world_size
+            # Along the mean change: every node applied a full optimiser step per update, so
+            # outer_lr 1 (the mean) moves as far as one node went, N (the sum) N times as far.
+            weights = base_weights + change * self.outer_lr / self.node.world_size
             moments = base_moments + moment_change  # data seen anywhere counts once
             self._write(model, weights, moments)
             seconds = time.monotonic() - started
@@ -321,7 +324,7 @@ class GroupRun(Alone):
         self.config = config
         self.evaluates = node.leader  # of several nodes, node 0 alone evaluates
         self.first_rank = node.rank * config.workers  # ranks run on across nodes
-        self.group = NodeGroup(node, config.node_timeout)
+        self.group = NodeGroup(node, config.node_timeout, config.outer_lr)
         settings = self.group.all_texts(to_toml(config))
         differing = [rank for rank, text in enumerate(settings) if text != settings[0]]
         if differing:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,9 +17,10 @@ import torch
 from helpers import BIN, Cli
 
 from a3c.checkpoint import load_checkpoint
-from a3c.distributed import Moments
+from a3c.distributed import Moments, Node, NodeGroup
 from a3c.normalize import RunningMeanStd
 from a3c.plot import read_csv
+from a3c.sharing import SharedObjects
 
 
 def free_port() -> int:
@@ -145,6 +148,49 @@ def test_statistics_merged_at_a_meeting_equal_statistics_of_all_the_data() -> No
         everything.update(batch)
     for name in ("count", "mean", "var"):
         torch.testing.assert_close(getattr(merged, name), getattr(everything, name))
+
+
+def move_and_meet(rank: int, port: int, outer_lr: float, results: Any) -> None:
+    """Node `rank` of 2 in a real gloo group: from the agreed weights (node 0's, all 1.0),
+    move every weight by rank + 1, meet once, and report the weights agreed."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.manual_seed(rank)  # the nodes' weights differ before they start
+    model = torch.nn.Linear(3, 2)
+    if rank == 0:
+        torch.nn.init.ones_(model.weight)
+        torch.nn.init.ones_(model.bias)
+    shared = SharedObjects.create(model, None, None, None, workers=0, context=mp)  # type: ignore[arg-type]
+    group = NodeGroup(Node(rank=rank, world_size=2, run_id="test", restarts=0), 30, outer_lr)
+    try:
+        group.start(model, 0)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(rank + 1.0)
+        group.meet(shared, stop=False)
+        results.put((rank, [parameter.detach().clone() for parameter in model.parameters()]))
+    finally:
+        group.close()
+
+
+@pytest.mark.parametrize(("outer_lr", "agreed"), [(1.0, 2.5), (2.0, 4.0)])
+def test_a_meeting_steps_outer_lr_times_the_mean_change(outer_lr: float, agreed: float) -> None:
+    # Changes of 1 and 2 from weights of 1: the mean moves them to 2.5, the sum to 4.
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    port = free_port()
+    nodes = [
+        context.Process(target=move_and_meet, args=(rank, port, outer_lr, results))
+        for rank in range(2)
+    ]
+    for node in nodes:
+        node.start()
+    reported = dict(results.get(timeout=120) for _ in nodes)
+    for node in nodes:
+        node.join(timeout=60)
+        assert node.exitcode == 0
+    for rank in range(2):
+        for parameter in reported[rank]:
+            assert torch.equal(parameter, torch.full_like(parameter, agreed)), (rank, parameter)
 
 
 def node_main_process(cli: Cli, rank: int) -> int | None:
