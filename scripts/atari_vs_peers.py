@@ -6,6 +6,7 @@ rl-baselines3-zoo's Atari settings and against Sample Factory's Atari example.
     python scripts/atari_vs_peers.py --env BreakoutNoFrameskip-v4 --out runs/breakout \\
         --sides ppo-zoo                                      # one side again
     python scripts/atari_vs_peers.py --out runs/breakout --report --plot docs/breakout.png
+    python scripts/atari_vs_peers.py --env PongNoFrameskip-v4 --out runs/pong-peers --play-only
 
 a3c: the real `a3c-train --env ENV --workers 2` (its preset in configs/, more flags after
 --), stopped with SIGTERM when the time is up. Its curve is its own evaluator's eval.csv:
@@ -19,10 +20,11 @@ a3c's training. That favours SB3. An evaluation is 10 whole games (a lost life e
 game), actions sampled as the zoo's `enjoy.py` plays Atari agents, unclipped.
 
 sf-appo: Sample Factory 2's `sf_examples.atari.train_atari` with that example's own
-settings and `--device cpu`, in a virtual environment the script makes under --venvs. Its
-curve is what it reports while training: the mean score of its recent whole games
-(actions sampled), with its agent steps (its frames / 4) and the seconds since its first
-report.
+settings and `--device cpu`, in a virtual environment the script makes under --venvs, its
+clock started at its first report. It saves a checkpoint every 5 minutes; once the time is
+up each is played for 10 whole games, actions sampled as its `enjoy.py` plays them, at the
+time it was written (agent steps: its frames / 4). What it reported while training (the
+mean of its last 100 games, minutes behind its policy) is kept in reported.csv.
 
 The sides run one after the other on a machine doing nothing else. Prints each side's
 last evaluation at every 10-minute mark (up to 30 s after it) and draws the curves in one
@@ -39,12 +41,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
 from bench_suite import evaluation_record, train_for, write_eval_csv  # same folder
-from peers import ZOO_SIDES, run_sample_factory, zoo_evaluate, zoo_experiment, zoo_learn
+from peers import (
+    ZOO_SIDES,
+    play_sample_factory,
+    run_sample_factory,
+    zoo_evaluate,
+    zoo_experiment,
+    zoo_learn,
+)
 
 from a3c.host import describe_host
 from a3c.metrics import EvalRecord
@@ -123,12 +134,50 @@ def run_sf(env: str, out: Path, seconds: float, venvs: Path, seed: int) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     run_sample_factory(env, seconds, out, venvs, seed, save_every=300)
-    write_eval_csv(out / "eval.csv", sample_factory_curve(out / "sample-factory.log"))
+    evaluate_sf(env, out, venvs, seed)
+
+
+def evaluate_sf(env: str, out: Path, venvs: Path, seed: int) -> None:
+    """Play every checkpoint the run in `out` saved, each at the time it was written.
+    What Sample Factory reported while training goes to reported.csv: the mean of its
+    last 100 games, which trails its policy by as many games (minutes on this machine)."""
+    log = out / "sample-factory.log"
+    reported = sample_factory_curve(log)
+    write_eval_csv(out / "reported.csv", reported)
+    started = sample_factory_start(log)
+
+    def evaluate(checkpoint: Path) -> EvalRecord:
+        at = round(checkpoint.stat().st_mtime - started, 3)
+        frames = int(checkpoint.stem.split("_")[2])
+        scores, lengths = play_sample_factory(
+            env, checkpoint, venvs, EVAL_EPISODES, seed + 1_000_000
+        )
+        print(f"sf-appo: evaluation at {at / 60:.1f} min: {mean(scores):.1f}", flush=True)
+        return evaluation_record(frames // 4, at, scores, lengths)
+
+    checkpoints = sorted((out / "sf-appo" / "checkpoint_p0").glob("checkpoint_*.pth"))
+    with ThreadPoolExecutor(max_workers=2) as players:  # one player per core
+        write_eval_csv(out / "eval.csv", list(players.map(evaluate, checkpoints)))
 
 
 SF_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\]")
 SF_FRAMES = re.compile(r"Total num frames: (\d+)")
 SF_REWARD = re.compile(r"Avg episode reward: \[\(0, '(-?[\d.]+)'\)\]")
+
+
+def sample_factory_reports(log: Path) -> list[tuple[float, str]]:
+    """Each stamped line of Sample Factory's log: (its time, the line)."""
+    reports = []
+    for line in log.read_text(errors="replace").splitlines():
+        if (stamp := SF_STAMP.search(line)) is not None:
+            at = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            reports.append((at, line))
+    return reports
+
+
+def sample_factory_start(log: Path) -> float:
+    """When Sample Factory first reported its frames: where its wall time starts."""
+    return next(at for at, line in sample_factory_reports(log) if SF_FRAMES.search(line))
 
 
 def sample_factory_curve(log: Path) -> list[EvalRecord]:
@@ -138,11 +187,7 @@ def sample_factory_curve(log: Path) -> list[EvalRecord]:
     records: list[EvalRecord] = []
     first = None
     frames = 0
-    for line in log.read_text(errors="replace").splitlines():
-        stamp = SF_STAMP.search(line)
-        if stamp is None:
-            continue
-        at = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    for at, line in sample_factory_reports(log):
         if (match := SF_FRAMES.search(line)) is not None:
             first = at if first is None else first
             frames = int(match.group(1))
@@ -193,10 +238,14 @@ def main() -> int:
                         help="where sf-appo's own virtual environment is made")  # fmt: skip
     parser.add_argument("--plot", type=Path, help="PNG of the curves")
     parser.add_argument("--report", action="store_true", help="no training: table and plot")
+    parser.add_argument("--play-only", action="store_true",
+                        help="sf-appo: play its run's checkpoints in --out again")  # fmt: skip
     parser.add_argument("train_args", nargs="*", help="more a3c-train flags, after --")
     args = parser.parse_args()
     print(describe_host(), flush=True)
-    if not args.report:
+    if args.play_only:
+        evaluate_sf(args.env, args.out / "sf-appo", args.venvs, args.seed)
+    elif not args.report:
         seconds = args.minutes * 60
         for side in args.sides:
             if side == "a3c":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import re
 import signal
 import subprocess
@@ -135,6 +136,68 @@ if __name__ == "__main__":
 """
 
 
+# Plays one checkpoint of the Atari example for whole games (a lost life ends none), its
+# actions sampled as its enjoy.py plays them, from one environment seeded once; prints the
+# games' scores and lengths in frames as JSON. enjoy.py itself reports the mean of lives.
+SF_PLAYER = """\
+import json
+import sys
+
+import sf_atari  # registers the Atari ids
+
+
+def play(env, train_dir, checkpoint, episodes, seed):
+    import torch
+    from sample_factory.algo.sampling.batched_sampling import preprocess_actions
+    from sample_factory.algo.utils.env_info import extract_env_info
+    from sample_factory.algo.utils.make_env import make_env_func_batched
+    from sample_factory.algo.utils.rl_utils import make_dones, prepare_and_normalize_obs
+    from sample_factory.cfg.arguments import load_from_checkpoint
+    from sample_factory.model.actor_critic import create_actor_critic
+    from sample_factory.model.model_utils import get_rnn_size
+    from sample_factory.utils.attr_dict import AttrDict
+    from sf_examples.atari.train_atari import parse_atari_args, register_atari_components
+
+    torch.set_num_threads(1)  # checkpoints are played two at a time, one per core
+    register_atari_components()
+    argv = ["--env", env, "--experiment", "sf-appo", "--train_dir", train_dir,
+            "--device", "cpu", "--no_render"]
+    cfg = load_from_checkpoint(parse_atari_args(argv, evaluation=True))
+    cfg.num_envs = 1
+    game = make_env_func_batched(
+        cfg, env_config=AttrDict(worker_index=0, vector_index=0, env_id=0), render_mode=None
+    )
+    model = create_actor_critic(cfg, game.observation_space, game.action_space)
+    model.eval()
+    # Its own loader (Learner.load_checkpoint) fails on torch >= 2.6, whose torch.load
+    # refuses the numpy values in its checkpoints unless told they are trusted (they are:
+    # the run just wrote them).
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    model.load_state_dict(saved["model"])
+    env_info = extract_env_info(game, cfg)
+    scores, lengths = [], []
+    obs, _ = game.reset(seed=seed)
+    rnn_states = torch.zeros([1, get_rnn_size(cfg)])
+    with torch.no_grad():
+        while len(scores) < episodes:
+            out = model(prepare_and_normalize_obs(model, obs), rnn_states)
+            actions = out["actions"]
+            if actions.ndim == 1:
+                actions = actions.unsqueeze(-1)
+            rnn_states = out["new_rnn_states"]
+            obs, _, terminated, truncated, infos = game.step(preprocess_actions(env_info, actions))
+            if make_dones(terminated, truncated)[0] and "episode" in infos[0]:
+                scores.append(float(infos[0]["episode"]["r"].item()))
+                lengths.append(int(infos[0]["episode"]["l"].item()))
+    print(json.dumps({"scores": scores, "lengths": lengths}))
+
+
+if __name__ == "__main__":
+    env, train_dir, checkpoint, episodes, seed = sys.argv[1:]
+    play(env, train_dir, checkpoint, int(episodes), int(seed))
+"""
+
+
 def sample_factory_python(venvs: Path) -> Path:
     """The Python of Sample Factory's own virtual environment, made on first use with the
     torch this machine installs (pip's constraints pick the CPU wheel)."""
@@ -149,6 +212,7 @@ def sample_factory_python(venvs: Path) -> Path:
             check=True,
         )  # fmt: skip
     (venv / "sf_atari.py").write_text(SF_LAUNCHER)
+    (venv / "sf_play.py").write_text(SF_PLAYER)
     return python
 
 
@@ -192,3 +256,19 @@ def run_sample_factory(
     if started is None:
         raise RuntimeError(f"Sample Factory never started; its output is in {log_path}")
     return out / "sf-appo"
+
+
+def play_sample_factory(
+    env_id: str, checkpoint: Path, venvs: Path, episodes: int, seed: int
+) -> tuple[list[float], list[int]]:
+    """Scores and agent steps of `episodes` whole games of a Sample Factory checkpoint
+    (in its experiment folder's checkpoint_p0), played by SF_PLAYER."""
+    python = sample_factory_python(venvs)
+    train_dir = checkpoint.parent.parent.parent
+    played = subprocess.run(
+        [str(python), str(python.parent.parent / "sf_play.py"), sample_factory_name(env_id),
+         str(train_dir), str(checkpoint), str(episodes), str(seed)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    games = json.loads(played.stdout.strip().splitlines()[-1])
+    return games["scores"], [frames // 4 for frames in games["lengths"]]
