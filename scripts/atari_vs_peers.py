@@ -52,6 +52,7 @@ from peers import (
     ZOO_SIDES,
     play_sample_factory,
     run_sample_factory,
+    sample_factory_python,
     zoo_evaluate,
     zoo_experiment,
     zoo_learn,
@@ -141,16 +142,16 @@ def evaluate_sf(env: str, out: Path, venvs: Path, seed: int) -> None:
     """Play every checkpoint the run in `out` saved, each at the time it was written.
     What Sample Factory reported while training goes to reported.csv: the mean of its
     last 100 games, which trails its policy by as many games (minutes on this machine)."""
-    log = out / "sample-factory.log"
-    reported = sample_factory_curve(log)
-    write_eval_csv(out / "reported.csv", reported)
-    started = sample_factory_start(log)
+    reports = sample_factory_reports(out / "sample-factory.log")
+    write_eval_csv(out / "reported.csv", sample_factory_curve(reports))
+    started = next(at for at, line in reports if SF_FRAMES.search(line))
+    python = sample_factory_python(venvs)
 
     def evaluate(checkpoint: Path) -> EvalRecord:
         at = round(checkpoint.stat().st_mtime - started, 3)
         frames = int(checkpoint.stem.split("_")[2])
         scores, lengths = play_sample_factory(
-            env, checkpoint, venvs, EVAL_EPISODES, seed + 1_000_000
+            python, env, checkpoint, EVAL_EPISODES, seed + 1_000_000
         )
         print(f"sf-appo: evaluation at {at / 60:.1f} min: {mean(scores):.1f}", flush=True)
         return evaluation_record(frames // 4, at, scores, lengths)
@@ -175,19 +176,14 @@ def sample_factory_reports(log: Path) -> list[tuple[float, str]]:
     return reports
 
 
-def sample_factory_start(log: Path) -> float:
-    """When Sample Factory first reported its frames: where its wall time starts."""
-    return next(at for at, line in sample_factory_reports(log) if SF_FRAMES.search(line))
-
-
-def sample_factory_curve(log: Path) -> list[EvalRecord]:
+def sample_factory_curve(reports: list[tuple[float, str]]) -> list[EvalRecord]:
     """Sample Factory's own reports as evaluation rows: each 'Avg episode reward' with the
     frames reported just before it (4 frames per agent step) and its time since the first
     report. It reports no spread or episode count, so those columns repeat the mean and 0."""
     records: list[EvalRecord] = []
     first = None
     frames = 0
-    for at, line in sample_factory_reports(log):
+    for at, line in reports:
         if (match := SF_FRAMES.search(line)) is not None:
             first = at if first is None else first
             frames = int(match.group(1))

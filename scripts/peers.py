@@ -259,11 +259,12 @@ def run_sample_factory(
 
 
 def play_sample_factory(
-    env_id: str, checkpoint: Path, venvs: Path, episodes: int, seed: int
+    python: Path, env_id: str, checkpoint: Path, episodes: int, seed: int
 ) -> tuple[list[float], list[int]]:
     """Scores and agent steps of `episodes` whole games of a Sample Factory checkpoint
-    (in its experiment folder's checkpoint_p0), played by SF_PLAYER."""
-    python = sample_factory_python(venvs)
+    (in its experiment folder's checkpoint_p0), played by SF_PLAYER with `python`, the one
+    `sample_factory_python` made (not called here: it rewrites the player, which a player
+    on the other core may be starting from)."""
     train_dir = checkpoint.parent.parent.parent
     played = subprocess.run(
         [str(python), str(python.parent.parent / "sf_play.py"), sample_factory_name(env_id),
