@@ -26,6 +26,10 @@ from a3c.trainer import Trainer
 LONG_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "10000000"]
 SHORT_RUN = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "6000",
              "--eval-interval", "3000", "--eval-episodes", "2"]  # fmt: skip
+# A worker's batch step at which a SHORT_RUN fault fires: 320 of its 6,000 agent steps (8
+# games a batch), early enough that each worker reaches it even when the other, started
+# first, takes most of the budget.
+EARLY_BATCH_STEP = 40
 
 
 def wait_until_training(cli, run_root: Path, steps: int = 1, seconds: float = 90) -> None:
@@ -101,9 +105,7 @@ def test_a_second_interrupt_quits_at_once(cli, tmp_path: Path) -> None:
 
 
 def test_a_crashed_worker_is_reported_and_restarted(cli, tmp_path: Path) -> None:
-    # Step 40 of 8-game batches is 320 of SHORT_RUN's 6,000 agent steps: early enough that
-    # the worker reaches it even when the other worker, started first, takes most of them.
-    cli.env["A3C_FAULT"] = f"raise:a3c-worker-1:40:{tmp_path / 'fired'}"
+    cli.env["A3C_FAULT"] = f"raise:a3c-worker-1:{EARLY_BATCH_STEP}:{tmp_path / 'fired'}"
     result = cli.run("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path / "runs"))
     assert result.returncode == 0, result.stderr
     assert "a3c-worker-1 failed" in result.stderr and "InjectedFault" in result.stderr
@@ -159,7 +161,7 @@ def test_children_exit_when_the_main_process_is_killed(cli, tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_a_nan_update_is_skipped_and_logged(cli, tmp_path: Path) -> None:
-    cli.env["A3C_FAULT"] = f"nan:a3c-worker-0:40:{tmp_path / 'fired'}"
+    cli.env["A3C_FAULT"] = f"nan:a3c-worker-0:{EARLY_BATCH_STEP}:{tmp_path / 'fired'}"
     result = cli.run("a3c-train", *SHORT_RUN, "--run-dir", str(tmp_path / "runs"))
     assert result.returncode == 0, result.stderr
     assert "skipped an update" in result.stderr and "non-finite loss" in result.stderr
